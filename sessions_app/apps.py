@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class SessionsAppConfig(AppConfig):
+    name = "sessions_app"
+    verbose_name = "Parley"
+
+    def ready(self) -> None:
+        from sessions_app import checks  # noqa: F401  (registers the system checks)

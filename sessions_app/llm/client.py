@@ -1,0 +1,307 @@
+"""The one door to every model provider: an OpenAI-compatible endpoint spoken to with `openai`.
+
+Nothing else in Parley imports `openai`, so tests and benchmarks point one setting at a scripted
+upstream and exercise the same code path as production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import openai
+from django.conf import settings
+
+
+class LLMError(Exception):
+    """The upstream failed; `message` is fit to show a user, `status` maps to 502 or 504."""
+
+    def __init__(self, message: str, *, status: int = 502) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    reasoning_tokens: int = 0
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass
+class Delta:
+    """A piece of answer text as it arrives."""
+
+    content: str
+
+
+@dataclass
+class ToolCallsDelta:
+    """Tool calls the model asked for, whole, once the stream ended."""
+
+    tool_calls: list[dict[str, Any]]
+
+
+@dataclass
+class StreamEnd:
+    usage: Usage
+    finish_reason: str | None
+    time_to_first_token: float | None
+    duration: float
+    model: str
+
+
+@dataclass
+class _Endpoint:
+    base_url: str
+    api_key: str
+    clients: dict[int, openai.AsyncOpenAI] = field(default_factory=dict)
+
+
+_endpoint: _Endpoint | None = None
+
+
+def base_url() -> str:
+    url = settings.LLM_BASE_URL
+    if not url:
+        raise LLMError(
+            "No model endpoint is configured: set LLM_BASE_URL, or start Parley with "
+            "`python manage.py serve` so it runs the embedded model.",
+            status=502,
+        )
+    return url.rstrip("/")
+
+
+def provider_name(url: str | None = None) -> str:
+    host = urlsplit(url or settings.LLM_BASE_URL).hostname or ""
+    if host.endswith("openai.com"):
+        return "openai"
+    if getattr(settings, "LLM_EMBEDDED", False):
+        return "llama.cpp"
+    return "openai-compatible"
+
+
+def get_client() -> openai.AsyncOpenAI:
+    """One client per event loop: httpx's pool belongs to the loop that opened it."""
+    global _endpoint
+    url, key = base_url(), settings.LLM_API_KEY or "not-needed"
+    if _endpoint is None or (_endpoint.base_url, _endpoint.api_key) != (url, key):
+        _endpoint = _Endpoint(url, key)
+    loop_id = id(asyncio.get_running_loop())
+    client = _endpoint.clients.get(loop_id)
+    if client is None:
+        timeout = openai.Timeout(
+            settings.LLM_READ_TIMEOUT,
+            connect=settings.LLM_CONNECT_TIMEOUT,
+            read=settings.LLM_READ_TIMEOUT,
+            write=settings.LLM_CONNECT_TIMEOUT,
+            pool=settings.LLM_CONNECT_TIMEOUT,
+        )
+        # max_retries=0: a retried stream would repeat tokens the user already saw.
+        client = openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=timeout)
+        _endpoint.clients = {loop_id: client}
+    return client
+
+
+def _error_detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return exc.message
+
+
+def _describe(exc: BaseException) -> LLMError:
+    if isinstance(exc, LLMError):
+        return exc
+    if isinstance(exc, openai.APITimeoutError):
+        return LLMError("The model did not answer in time.", status=504)
+    if isinstance(exc, openai.APIConnectionError):
+        return LLMError("The model endpoint could not be reached or closed the connection.")
+    if isinstance(exc, openai.APIStatusError):
+        status = 504 if exc.status_code in (408, 504) else 502
+        return LLMError(
+            f"The model endpoint answered {exc.status_code}: {_error_detail(exc)}", status=status
+        )
+    if isinstance(exc, openai.APIError):
+        return LLMError(f"The model endpoint failed: {exc.message}")
+    return LLMError(f"The model endpoint failed: {exc}")
+
+
+async def stream_chat(
+    model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> AsyncIterator[Delta | ToolCallsDelta | StreamEnd]:
+    """Stream one chat completion; raises LLMError (after any deltas already yielded)."""
+    started = time.perf_counter()
+    first: float | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    answered_model = model
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    kwargs: dict[str, Any] = {"stream_options": {"include_usage": True}}
+    if tools:
+        kwargs["tools"] = tools
+    try:
+        stream = await get_client().chat.completions.create(
+            model=model, messages=messages, stream=True, **kwargs
+        )
+        async with stream:
+            async for chunk in stream:
+                answered_model = chunk.model or answered_model
+                if chunk.usage is not None:
+                    usage = _usage_from(chunk.usage)
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if choice.finish_reason:
+                        finish_reason = choice.finish_reason
+                    if delta is None:
+                        continue
+                    for call in delta.tool_calls or ():
+                        _merge_tool_call(calls, call)
+                    if delta.content:
+                        if first is None:
+                            first = time.perf_counter() - started
+                        text.append(delta.content)
+                        yield Delta(delta.content)
+    except Exception as exc:  # CancelledError is not an Exception: cancelling closes the request
+        raise _describe(exc) from exc
+    if finish_reason is None:
+        raise LLMError("The model's answer was cut off before it finished.")
+    if calls:
+        yield ToolCallsDelta([calls[i] for i in sorted(calls)])
+    if usage is None:
+        usage = await estimate_usage(messages, "".join(text))
+    yield StreamEnd(
+        usage=usage,
+        finish_reason=finish_reason,
+        time_to_first_token=first,
+        duration=time.perf_counter() - started,
+        model=answered_model,
+    )
+
+
+async def complete(model: str, messages: list[dict[str, Any]]) -> tuple[str, Usage]:
+    """A plain, non-streamed completion, for background jobs such as titles."""
+    try:
+        answer = await get_client().chat.completions.create(model=model, messages=messages)
+    except Exception as exc:
+        raise _describe(exc) from exc
+    content = answer.choices[0].message.content or "" if answer.choices else ""
+    usage = _usage_from(answer.usage) if answer.usage else await estimate_usage(messages, content)
+    return content, usage
+
+
+def _usage_from(raw: Any) -> Usage:
+    prompt_details = getattr(raw, "prompt_tokens_details", None)
+    completion_details = getattr(raw, "completion_tokens_details", None)
+    return Usage(
+        input_tokens=raw.prompt_tokens or 0,
+        output_tokens=raw.completion_tokens or 0,
+        cache_read_tokens=getattr(prompt_details, "cached_tokens", 0) or 0,
+        reasoning_tokens=getattr(completion_details, "reasoning_tokens", 0) or 0,
+    )
+
+
+def _merge_tool_call(calls: dict[int, dict[str, Any]], piece: Any) -> None:
+    call = calls.setdefault(
+        piece.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+    )
+    if piece.id:
+        call["id"] = piece.id
+    if piece.function is not None:
+        call["function"]["name"] += piece.function.name or ""
+        call["function"]["arguments"] += piece.function.arguments or ""
+
+
+def _server_root() -> str:
+    root = base_url()
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+_tokenizer_clients: dict[int, httpx.AsyncClient] = {}
+
+
+async def count_tokens(text: str) -> int | None:
+    """Ask the server's tokenizer (llama.cpp exposes one); None when it has none."""
+    loop_id = id(asyncio.get_running_loop())
+    http = _tokenizer_clients.get(loop_id)
+    if http is None:
+        http = httpx.AsyncClient(timeout=5.0)
+        _tokenizer_clients.clear()
+        _tokenizer_clients[loop_id] = http
+    root = _server_root()
+    for path, body, key in (
+        ("/extras/tokenize/count", {"input": text}, "count"),
+        ("/tokenize", {"content": text}, "tokens"),
+    ):
+        try:
+            answer = await http.post(root + path, json=body)
+        except httpx.HTTPError:
+            return None
+        if answer.status_code == 200:
+            value = answer.json().get(key)
+            return len(value) if isinstance(value, list) else int(value)
+    return None
+
+
+# Chat templates wrap each message in a few special tokens; this is a typical count.
+_PER_MESSAGE_OVERHEAD = 4
+
+
+async def estimate_usage(messages: list[dict[str, Any]], answer: str) -> Usage:
+    """Count tokens for an upstream that reported none: its own tokenizer, else ~4 chars/token."""
+    prompt = "\n".join(_message_text(m) for m in messages)
+    prompt_count = await count_tokens(prompt) if prompt else 0
+    answer_count = await count_tokens(answer) if answer else 0
+    if prompt_count is None or answer_count is None:
+        prompt_count = (len(prompt) + 3) // 4
+        answer_count = (len(answer) + 3) // 4
+    return Usage(
+        input_tokens=prompt_count + _PER_MESSAGE_OVERHEAD * len(messages),
+        output_tokens=answer_count,
+        estimated=True,
+    )
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    text = message.get("content") or ""
+    if message.get("tool_calls"):
+        text += json.dumps(message["tool_calls"])
+    return text
+
+
+def price(model: str, usage: Usage) -> Decimal | None:
+    """Cost in USD from LLM_PRICES; None for a model whose price is unknown."""
+    for entry in settings.LLM_PRICES.split(";"):
+        name, _, rates = entry.partition("=")
+        if name.strip() != model or ":" not in rates:
+            continue
+        per_in, per_out = (Decimal(r) for r in rates.split(":", 1))
+        cost = (usage.input_tokens * per_in + usage.output_tokens * per_out) / Decimal(1_000_000)
+        return cost.quantize(Decimal("0.000001"))
+    return None
+
+
+async def ping() -> bool:
+    """True when the endpoint answers its model list; used by /healthz."""
+    try:
+        await get_client().models.list(timeout=3.0)
+    except Exception:
+        return False
+    return True

@@ -1,0 +1,213 @@
+"""Parley's data: agents, sessions of runs, their messages, and every call made to a model."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+from django.db.models import Q
+
+
+class User(AbstractUser):
+    pass
+
+
+class Agent(models.Model):
+    agent_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=100)
+    model = models.CharField(max_length=200, help_text="Model name sent to the LLM endpoint.")
+    instructions = models.TextField(blank=True, help_text="{key} is filled from session state.")
+    add_history_to_context = models.BooleanField(default=True)
+    num_history_runs = models.PositiveIntegerField(default=3)
+    num_history_messages = models.PositiveIntegerField(null=True, blank=True)
+    search_session_history = models.BooleanField(default=False)
+    num_history_sessions = models.PositiveIntegerField(default=2)
+    enable_session_summaries = models.BooleanField(default=False)
+    session_state = models.JSONField(default=dict, blank=True, help_text="Initial session state.")
+    add_session_state_to_context = models.BooleanField(default=False)
+    is_default = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"], condition=Q(is_default=True), name="one_default_agent"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Session(models.Model):
+    session_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session_type = models.CharField(max_length=20, default="agent", editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="sessions")
+    session_name = models.CharField(max_length=200, blank=True)
+    session_state = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    summary = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "-updated_at"], name="session_user_recent")]
+
+    def __str__(self) -> str:
+        return self.session_name or str(self.session_id)
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    ERROR = "ERROR"
+    CANCELLED = "CANCELLED"
+    INTERRUPTED = "INTERRUPTED"
+
+
+ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+class TokenMetrics(models.Model):
+    """The metric columns shared by a run and by each model call it is derived from."""
+
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    time_to_first_token = models.FloatField(null=True, blank=True, help_text="seconds")
+    duration = models.FloatField(null=True, blank=True, help_text="seconds")
+    usage_estimated = models.BooleanField(default=False)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        if not self.output_tokens or not self.duration:
+            return None
+        generating = self.duration - (self.time_to_first_token or 0.0)
+        return round(self.output_tokens / (generating if generating > 0 else self.duration), 2)
+
+
+class Run(TokenMetrics):
+    run_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    position = models.PositiveIntegerField(help_text="1-based order of the run in its session.")
+    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.PENDING)
+    input = models.TextField()
+    content = models.TextField(blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    model_provider = models.CharField(max_length=50, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Liveness: which process runs it and when that process last vouched for it.
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    # The stream sequence number that `content` reflects, so a reader can resume after it.
+    content_seq = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["session", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "position"], name="run_position_unique"),
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=Q(status__in=["PENDING", "RUNNING"]),
+                name="one_active_run_per_session",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat")]
+
+    def __str__(self) -> str:
+        return f"Run {self.position} of {self.session_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+
+class Role(models.TextChoices):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class Message(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    order = models.PositiveSmallIntegerField(help_text="Order within the run.")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "order"], name="message_order_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"
+
+    @property
+    def from_history(self) -> bool:
+        return False
+
+
+class CallKind(models.TextChoices):
+    CHAT = "chat"
+    SUMMARY = "summary"
+    TITLE = "title"
+
+
+class LLMCall(TokenMetrics):
+    """One request to a model; every token and timing total is summed from these rows."""
+
+    run = models.ForeignKey(Run, null=True, on_delete=models.CASCADE, related_name="llm_calls")
+    session = models.ForeignKey(
+        Session, null=True, on_delete=models.CASCADE, related_name="llm_calls"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, null=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=10, choices=CallKind.choices, default=CallKind.CHAT)
+    model = models.CharField(max_length=200)
+    model_provider = models.CharField(max_length=50, blank=True)
+    ok = models.BooleanField(default=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} call to {self.model}"
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, help_text="The token's first characters, to tell it.")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name or 'token'} ({self.prefix}…)"

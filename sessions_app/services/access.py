@@ -1,0 +1,65 @@
+"""The access gates: every object a user names is fetched here, so ownership is checked once.
+
+A foreign id answers exactly like a missing one (NotFound), so ids cannot be probed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import QuerySet
+
+from sessions_app.models import Agent, Run, Session, User
+
+
+class NotFound(Exception):
+    """The object does not exist, or the acting user may not see it."""
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise NotFound from exc
+
+
+def sessions_for_user(user: User) -> QuerySet[Session]:
+    sessions = Session.objects.all()
+    return sessions if user.is_staff else sessions.filter(user=user)
+
+
+def runs_for_user(user: User) -> QuerySet[Run]:
+    runs = Run.objects.all()
+    return runs if user.is_staff else runs.filter(user=user)
+
+
+def get_session_for_user(user: User, session_id: Any) -> Session:
+    try:
+        return sessions_for_user(user).select_related("agent", "user").get(pk=_uuid(session_id))
+    except Session.DoesNotExist as exc:
+        raise NotFound from exc
+
+
+def get_run_for_user(user: User, run_id: Any) -> Run:
+    try:
+        return runs_for_user(user).select_related("session", "agent").get(pk=_uuid(run_id))
+    except Run.DoesNotExist as exc:
+        raise NotFound from exc
+
+
+def get_agent_for_user(user: User, agent_id: Any = None) -> Agent:
+    """Agents are shared configs: everyone signed in may chat with any of them."""
+    if agent_id is None:
+        return default_agent()
+    try:
+        return Agent.objects.get(pk=_uuid(agent_id))
+    except Agent.DoesNotExist as exc:
+        raise NotFound from exc
+
+
+def default_agent() -> Agent:
+    agent = Agent.objects.order_by("-is_default", "created_at").first()
+    if agent is None:
+        raise NotFound
+    return agent

@@ -1,0 +1,117 @@
+"""What the model is sent for a run: system message, session history, the new user message.
+
+The order and selection follow Agno 2.2 (CONTRACT §6). History is rebuilt from stored Message rows
+of earlier COMPLETED runs; nothing of it is copied into the new run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+SUMMARY_PREAMBLE = "Here is a brief summary of your previous interactions:"
+SUMMARY_NOTE = (
+    "Note: this information is from previous interactions and may be outdated. "
+    "You should ALWAYS prefer information from this conversation over the past summary."
+)
+
+
+def fill_placeholders(text: str, values: dict[str, Any]) -> str:
+    """Replace `{key}` with values[key]; unknown keys stay as written, like Agno's formatter."""
+
+    def substitute(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in values:
+            return match.group(0)
+        value = values[key]
+        return value if isinstance(value, str) else json.dumps(value)
+
+    return _PLACEHOLDER.sub(substitute, text)
+
+
+def system_message(agent: Agent, session: Session, username: str) -> dict[str, Any] | None:
+    state = session.session_state or {}
+    parts: list[str] = []
+    if agent.instructions.strip():
+        values = {"session_id": str(session.session_id), "user_id": username, **state}
+        parts.append(fill_placeholders(agent.instructions.strip(), values))
+    summary = (session.summary or {}).get("summary") if isinstance(session.summary, dict) else None
+    if summary:
+        parts.append(
+            f"{SUMMARY_PREAMBLE}\n\n<summary_of_previous_interactions>\n{summary}\n"
+            f"</summary_of_previous_interactions>\n\n{SUMMARY_NOTE}"
+        )
+    if agent.add_session_state_to_context:
+        parts.append(f"<session_state>\n{json.dumps(state, sort_keys=True)}\n</session_state>")
+    if not parts:
+        return None
+    return {"role": "system", "content": "\n\n".join(parts)}
+
+
+def history_messages(agent: Agent, session: Session, before_position: int) -> list[Message]:
+    """The stored messages of earlier completed runs that the agent is configured to see."""
+    if not agent.add_history_to_context:
+        return []
+    completed = Run.objects.filter(
+        session=session, status=RunStatus.COMPLETED, position__lt=before_position
+    ).order_by("-position")
+    messages = Message.objects.filter(session=session).exclude(role=Role.SYSTEM)
+    if agent.num_history_messages is not None:
+        limit = agent.num_history_messages
+        if limit == 0:
+            return []
+        rows = list(
+            messages.filter(run__in=completed.values("pk")).order_by("-run__position", "-order")[
+                :limit
+            ]
+        )
+    else:
+        if agent.num_history_runs == 0:
+            return []
+        last_runs = list(completed.values_list("pk", flat=True)[: agent.num_history_runs])
+        rows = list(messages.filter(run__in=last_runs).order_by("-run__position", "-order"))
+    rows.reverse()
+    return drop_dangling_tool_calls(rows)
+
+
+def drop_dangling_tool_calls(rows: list[Message]) -> list[Message]:
+    """Keep a tool call only with all its results, and a result only with its call."""
+    results = {m.tool_call_id for m in rows if m.role == Role.TOOL and m.tool_call_id}
+    answered: set[str] = set()
+    kept: list[Message] = []
+    for message in rows:
+        if message.role == Role.ASSISTANT and message.tool_calls:
+            ids = {call.get("id") for call in message.tool_calls}
+            if not ids <= results:
+                continue
+            answered |= ids
+        if message.role == Role.TOOL and message.tool_call_id not in answered:
+            continue
+        kept.append(message)
+    return kept
+
+
+def as_openai(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = message.tool_calls
+    if message.role == Role.TOOL:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def build_messages(
+    agent: Agent, session: Session, run_position: int, new_input: str, username: str
+) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    system = system_message(agent, session, username)
+    if system is not None:
+        messages.append(system)
+    messages.extend(as_openai(m) for m in history_messages(agent, session, run_position))
+    messages.append({"role": "user", "content": new_input})
+    return messages

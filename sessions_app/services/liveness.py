@@ -1,0 +1,122 @@
+"""Which runs are really running: per-process heartbeats, and reaping runs whose process died.
+
+Each process vouches for its active runs with one UPDATE per heartbeat interval (not per run, not
+per token). A run is dead when its process is gone from this host, or when nobody has vouched for
+it for PARLEY_STALE_RUN_AFTER seconds (a process on another host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions_app.models import ACTIVE_STATUSES, Message, Role, Run, RunStatus
+
+log = logging.getLogger("parley.runs")
+
+HOSTNAME = socket.gethostname()
+WORKER_ID = f"{HOSTNAME}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+INTERRUPTED_ERROR = "The server stopped before this answer finished."
+
+_heartbeat: asyncio.Task[None] | None = None
+
+
+def _process_alive(worker: str) -> bool:
+    host, _, rest = worker.partition(":")
+    pid_text = rest.partition(":")[0]
+    if worker == WORKER_ID:
+        from sessions_app.services.runs import active_run_ids
+
+        return bool(active_run_ids())
+    if host != HOSTNAME or not pid_text.isdigit():
+        return True  # can't tell from here; the heartbeat age decides
+    if int(pid_text) == os.getpid():
+        return False  # our pid, but another boot of it: that process is gone
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_stale_runs(*, session_id: Any = None) -> int:
+    """Mark INTERRUPTED the active runs whose process is gone; returns how many."""
+    stale_before = timezone.now() - timedelta(seconds=settings.PARLEY_STALE_RUN_AFTER)
+    candidates = Run.objects.filter(status__in=ACTIVE_STATUSES)
+    if session_id is not None:
+        candidates = candidates.filter(session_id=session_id)
+    from sessions_app.services.runs import active_run_ids
+
+    local = set(active_run_ids())
+    dead = [
+        run.pk
+        for run in candidates.only("pk", "worker", "heartbeat_at")
+        if run.pk not in local
+        and (
+            not _process_alive(run.worker)
+            or run.heartbeat_at is None
+            or run.heartbeat_at < stale_before
+        )
+    ]
+    reaped = 0
+    for run in Run.objects.filter(pk__in=dead).only("pk", "content", "cancel_requested"):
+        status = RunStatus.CANCELLED if run.cancel_requested else RunStatus.INTERRUPTED
+        done = Run.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
+            status=status,
+            error="" if run.cancel_requested else INTERRUPTED_ERROR,
+            finished_at=timezone.now(),
+        )
+        if done:
+            # Whatever the last checkpoint saved is the answer the user keeps.
+            Message.objects.filter(run_id=run.pk, role=Role.ASSISTANT).filter(
+                Q(content="") | Q(content__isnull=True)
+            ).update(content=run.content)
+            reaped += 1
+    if reaped:
+        log.info("marked %d run(s) left by a stopped process as interrupted", reaped)
+    return reaped
+
+
+def ensure_heartbeat() -> None:
+    """Start this process's heartbeat on the running loop, once."""
+    global _heartbeat
+    loop = asyncio.get_running_loop()
+    if _heartbeat is not None and not _heartbeat.done() and _heartbeat.get_loop() is loop:
+        return
+    _heartbeat = loop.create_task(_beat(), name="parley-heartbeat")
+
+
+async def _beat() -> None:
+    from sessions_app.services import runs
+
+    while True:
+        await asyncio.sleep(settings.PARLEY_HEARTBEAT_INTERVAL)
+        ids = runs.active_run_ids()
+        if not ids:
+            continue
+        try:
+            await Run.objects.filter(pk__in=ids, status=RunStatus.RUNNING).aupdate(
+                heartbeat_at=timezone.now()
+            )
+            stop = [
+                pk
+                async for pk in Run.objects.filter(pk__in=ids, cancel_requested=True).values_list(
+                    "pk", flat=True
+                )
+            ]
+        except Exception:
+            log.exception("heartbeat failed")
+            continue
+        for pk in stop:
+            runs.request_local_cancel(pk)

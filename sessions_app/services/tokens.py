@@ -1,0 +1,34 @@
+"""API tokens: shown once, stored as a SHA-256 hash, looked up by that hash."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.utils import timezone
+
+from sessions_app.models import ApiToken, User
+
+PREFIX = "prl_"
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def create_token(user: User, name: str = "") -> tuple[ApiToken, str]:
+    raw = PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=raw[: len(PREFIX) + 6], token_hash=_digest(raw)
+    )
+    return token, raw
+
+
+def user_for_token(raw: str) -> User | None:
+    if not raw.startswith(PREFIX):
+        return None
+    token = ApiToken.objects.select_related("user").filter(token_hash=_digest(raw)).first()
+    if token is None or not token.user.is_active:
+        return None
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return token.user

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.upstream import ScriptedUpstream
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def upstream_server() -> Iterator[ScriptedUpstream]:
+    with ScriptedUpstream(tokenize=True) as server:
+        yield server
+
+
+@pytest.fixture
+def upstream(upstream_server: ScriptedUpstream, settings) -> ScriptedUpstream:
+    """The scripted OpenAI-compatible model every test talks to, fresh per test."""
+    upstream_server.reset()
+    settings.LLM_BASE_URL = upstream_server.base_url
+    settings.LLM_API_KEY = "test-key"
+    settings.LLM_READ_TIMEOUT = 10.0
+    settings.PARLEY_CHECKPOINT_INTERVAL = 1.0
+    return upstream_server
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-pass-123")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="bob-pass-123")
+
+
+@pytest.fixture
+def staff(django_user_model):
+    return django_user_model.objects.create_user("staff", password="staff-pass-123", is_staff=True)
+
+
+def database_url_for_subprocess() -> str:
+    """The URL of the test database, so a child process works on the same rows."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    auth = db.get("USER") or "postgres"
+    if db.get("PASSWORD"):
+        auth += f":{db['PASSWORD']}"
+    return f"postgres://{auth}@{host}:{port}/{db['NAME']}"
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "DATABASE_URL": database_url_for_subprocess(), **extra}
+    env["PYTHONPATH"] = str(ROOT)
+    env.setdefault("LLM_BASE_URL", settings.LLM_BASE_URL)
+    env.setdefault("LLM_API_KEY", "test-key")
+    return env

@@ -1,0 +1,271 @@
+"""The run engine, driven as the UI and API drive it, against a real loopback upstream."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app.models import Agent, LLMCall, Message, Run, RunStatus, Session
+from sessions_app.services import runs
+from sessions_app.services.access import NotFound
+from tests.upstream import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def agent(db) -> Agent:
+    agent, _ = Agent.objects.update_or_create(
+        is_default=True,
+        defaults={"name": "Assistant", "model": "scripted", "instructions": "Be brief."},
+    )
+    return agent
+
+
+async def run_to_end(user, text: str, **kwargs):
+    handle = await runs.start_run(user, text, **kwargs)
+    events = [event async for event in handle.events()]
+    return await handle.wait(), events
+
+
+def sent_dialogue(request: dict) -> list[tuple[str, str]]:
+    return [(m["role"], m["content"]) for m in request["messages"] if m["role"] != "system"]
+
+
+async def test_a_run_without_session_id_creates_a_session_visible_at_once(alice, agent, upstream):
+    upstream.script(Reply("Hello Alice.", first_delay=0.5))
+    handle = await runs.start_run(alice, "Hi there")
+    session = await Session.objects.aget(pk=handle.session_id)
+    assert session.user_id == alice.pk and session.agent_id == agent.pk
+    assert (await Run.objects.aget(pk=handle.run_id)).status == RunStatus.RUNNING
+
+    run = await handle.wait()
+    assert run.status == RunStatus.COMPLETED
+    assert run.content == "Hello Alice."
+    assert run.position == 1
+    stored = [(m.role, m.content) async for m in Message.objects.filter(run=run).order_by("order")]
+    assert stored == [("user", "Hi there"), ("assistant", "Hello Alice.")]
+    assert upstream.requests[0]["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi there"},
+    ]
+
+
+async def test_history_is_the_last_three_completed_runs(alice, agent, upstream):
+    """The Agno seed example: five runs, then the sixth sees runs 3-5 and its new message."""
+    first, _ = await run_to_end(alice, "question 1")
+    for n in range(2, 6):
+        await run_to_end(alice, f"question {n}", session_id=first.session_id)
+    await run_to_end(alice, "question 6", session_id=first.session_id)
+
+    assert sent_dialogue(upstream.requests[-1]) == [
+        ("user", "question 3"),
+        ("assistant", "Echo: question 3"),
+        ("user", "question 4"),
+        ("assistant", "Echo: question 4"),
+        ("user", "question 5"),
+        ("assistant", "Echo: question 5"),
+        ("user", "question 6"),
+    ]
+    # Each run stores only its own messages: the session grows linearly, not quadratically.
+    assert await Message.objects.filter(session_id=first.session_id).acount() == 12
+
+
+async def test_failed_runs_are_left_out_of_history(alice, agent, upstream):
+    first, _ = await run_to_end(alice, "remember 7")
+    upstream.script(Reply(status=500, error_message="boom"))
+    await run_to_end(alice, "this one fails", session_id=first.session_id)
+    await run_to_end(alice, "what number?", session_id=first.session_id)
+    assert sent_dialogue(upstream.requests[-1]) == [
+        ("user", "remember 7"),
+        ("assistant", "Echo: remember 7"),
+        ("user", "what number?"),
+    ]
+
+
+async def test_num_history_messages_takes_the_last_messages(alice, agent, upstream):
+    await Agent.objects.filter(pk=agent.pk).aupdate(num_history_messages=3)
+    first, _ = await run_to_end(alice, "one")
+    await run_to_end(alice, "two", session_id=first.session_id)
+    await run_to_end(alice, "three", session_id=first.session_id)
+    assert sent_dialogue(upstream.requests[-1]) == [
+        ("assistant", "Echo: one"),
+        ("user", "two"),
+        ("assistant", "Echo: two"),
+        ("user", "three"),
+    ]
+
+
+async def test_history_can_be_turned_off(alice, agent, upstream):
+    await Agent.objects.filter(pk=agent.pk).aupdate(add_history_to_context=False, instructions="")
+    first, _ = await run_to_end(alice, "one")
+    await run_to_end(alice, "two", session_id=first.session_id)
+    assert upstream.requests[-1]["messages"] == [{"role": "user", "content": "two"}]
+
+
+async def test_two_users_chatting_alternately_never_see_each_other(alice, bob, agent, upstream):
+    sessions = {}
+    for user in (alice, bob):
+        for n in (1, 2):
+            run, _ = await run_to_end(user, f"{user.username} session {n} turn 1")
+            sessions[user.username, n] = run.session_id
+    for turn in (2, 3):
+        for user in (alice, bob):
+            for n in (1, 2):
+                text = f"{user.username} session {n} turn {turn}"
+                await run_to_end(user, text, session_id=sessions[user.username, n])
+                sent = " ".join(c for _, c in sent_dialogue(upstream.requests[-1]))
+                other = "bob" if user.username == "alice" else "alice"
+                assert other not in sent
+                assert f"session {3 - n}" not in sent
+                assert f"{user.username} session {n} turn {turn - 1}" in sent
+
+
+async def test_someone_elses_session_is_not_found(alice, bob, agent, upstream):
+    run, _ = await run_to_end(alice, "private")
+    with pytest.raises(NotFound):
+        await runs.start_run(bob, "let me in", session_id=run.session_id)
+    with pytest.raises(NotFound):
+        await runs.start_run(bob, "let me in", session_id="not-a-uuid")
+    with pytest.raises(NotFound):
+        await runs.cancel_run(bob, run.run_id)
+    assert await Run.objects.filter(session_id=run.session_id).acount() == 1
+
+
+@pytest.mark.parametrize("text,status", [("", 400), ("   \n", 400), ("x" * 32001, 413)])
+async def test_empty_or_oversized_input_is_refused_and_nothing_is_saved(
+    alice, agent, upstream, text, status
+):
+    with pytest.raises(runs.InputError) as excinfo:
+        await runs.start_run(alice, text)
+    assert excinfo.value.status == status
+    assert await Session.objects.acount() == 0
+    assert upstream.requests == []
+
+
+async def test_a_second_run_in_a_busy_session_conflicts(alice, agent, upstream):
+    upstream.script(Reply("slow answer", first_delay=1.0))
+    handle = await runs.start_run(alice, "first")
+    with pytest.raises(runs.RunConflict):
+        await runs.start_run(alice, "second", session_id=handle.session_id)
+    run = await handle.wait()
+    assert run.status == RunStatus.COMPLETED
+    assert await Run.objects.filter(session_id=handle.session_id).acount() == 1
+    # Once it finished, the session takes new runs again.
+    second, _ = await run_to_end(alice, "second", session_id=handle.session_id)
+    assert second.status == RunStatus.COMPLETED and second.position == 2
+
+
+async def test_the_database_refuses_two_active_runs_in_one_session(alice, agent, upstream):
+    from django.db import IntegrityError
+
+    session = await Session.objects.acreate(user=alice, agent=agent)
+    fields = {"session": session, "user": alice, "agent": agent, "input": "x"}
+    await Run.objects.acreate(position=1, status=RunStatus.RUNNING, **fields)
+    with pytest.raises(IntegrityError):
+        await Run.objects.acreate(position=2, status=RunStatus.PENDING, **fields)
+
+
+async def test_events_are_coalesced_gapless_and_add_up_to_the_answer(alice, agent, upstream):
+    upstream.script(Reply(tokens=200, delay=0.002))
+    run, events = await run_to_end(alice, "count")
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "RunStarted" and kinds[-1] == "RunCompleted"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert all(e["run_id"] == str(run.run_id) for e in events)
+    pieces = [e["content"] for e in events if e["event"] == "RunContent"]
+    assert "".join(pieces) == run.content == "".join(f"tok{i} " for i in range(200))
+    assert 2 <= len(pieces) < 60  # 200 tokens over ~0.4 s arrive as a handful of pieces
+    assert pieces[0] == "tok0 "  # the first piece is sent at once, alone
+    assert events[-1]["content"] == run.content
+    assert events[-1]["metrics"]["output_tokens"] == 200
+
+
+async def test_a_late_subscriber_replays_without_gap_or_duplicate(alice, agent, upstream):
+    upstream.script(Reply(tokens=30, delay=0.02))
+    handle = await runs.start_run(alice, "stream")
+    await asyncio.sleep(0.3)
+    seen = handle.stream.seq
+    assert seen >= 2
+    late = [e async for e in handle.events(after_seq=seen)]
+    early = handle.stream.events[:seen]
+    assert [e["seq"] for e in early + late] == list(range(1, len(early + late) + 1))
+    run = await handle.wait()
+    text = "".join(e["content"] for e in early + late if e["event"] == "RunContent")
+    assert text == run.content
+
+
+async def test_usage_reported_by_the_upstream_is_used(alice, agent, upstream):
+    upstream.script(Reply("four words of answer", prompt_tokens=42, completion_tokens=5))
+    run, events = await run_to_end(alice, "hi")
+    assert (run.input_tokens, run.output_tokens, run.total_tokens) == (42, 5, 47)
+    assert run.usage_estimated is False
+    assert run.time_to_first_token is not None and run.duration >= run.time_to_first_token
+    call = await LLMCall.objects.aget(run=run)
+    assert (call.kind, call.input_tokens, call.output_tokens) == ("chat", 42, 5)
+    assert events[-1]["metrics"]["total_tokens"] == 47
+
+
+async def test_without_usage_tokens_are_counted_with_the_servers_tokenizer(alice, agent, upstream):
+    upstream.script(Reply("one two three four five", usage=False))
+    run, _ = await run_to_end(alice, "count these words")
+    assert run.usage_estimated is True
+    assert run.output_tokens == 5  # the scripted tokenizer counts words
+    # system "Be brief." (2) + user (3) words, plus a per-message template overhead.
+    assert run.input_tokens == 5 + 4 * 2
+    session = await Session.objects.aget(pk=run.session_id)
+    metrics = await sync_to_async(runs.session_metrics)(session)
+    assert metrics["total_tokens"] == run.total_tokens
+
+
+async def test_cost_comes_from_the_configured_prices(alice, agent, upstream, settings):
+    settings.LLM_PRICES = "scripted=1.00:2.00"
+    upstream.script(Reply("ok", prompt_tokens=1_000_000, completion_tokens=500_000))
+    run, _ = await run_to_end(alice, "price me")
+    assert float(run.cost) == pytest.approx(2.0)
+    settings.LLM_PRICES = ""
+    run, _ = await run_to_end(alice, "again")
+    assert run.cost is None
+
+
+async def test_session_state_fills_placeholders_and_is_shown_when_asked(alice, agent, upstream):
+    await Agent.objects.filter(pk=agent.pk).aupdate(
+        instructions="The user is {user_name}, {age}; unknown {missing} stays.",
+        session_state={"age": 30},
+        add_session_state_to_context=True,
+    )
+    first, _ = await run_to_end(alice, "who am I?", session_state={"user_name": "John"})
+    system = upstream.requests[-1]["messages"][0]
+    assert system["role"] == "system"
+    assert system["content"].startswith("The user is John, 30; unknown {missing} stays.")
+    assert '<session_state>\n{"age": 30, "user_name": "John"}\n</session_state>' in system["content"]
+    # The state is kept with the session: a later run without state still sees it.
+    await run_to_end(alice, "and now?", session_id=first.session_id)
+    assert "The user is John, 30" in upstream.requests[-1]["messages"][0]["content"]
+
+
+async def test_a_summary_is_shown_in_the_system_message(alice, agent, upstream):
+    first, _ = await run_to_end(alice, "hello")
+    await Session.objects.filter(pk=first.session_id).aupdate(
+        summary={"summary": "The user likes hiking.", "topics": ["hiking"]}
+    )
+    await run_to_end(alice, "what do I like?", session_id=first.session_id)
+    system = upstream.requests[-1]["messages"][0]["content"]
+    assert "<summary_of_previous_interactions>\nThe user likes hiking.\n" in system
+
+
+async def test_the_number_of_queries_does_not_grow_with_the_answer(alice, agent, upstream):
+    from tests.querycount import count_queries
+
+    await run_to_end(alice, "warm up")  # first-use queries (content types, etc.) aside
+    upstream.script(Reply(tokens=20))
+    with count_queries() as short:
+        await run_to_end(alice, "short")
+    upstream.script(Reply(tokens=2000))
+    with count_queries() as long:
+        await run_to_end(alice, "long")
+    assert short.writes == long.writes
+    assert short.total == long.total
+    assert long.total <= 20
