@@ -22,7 +22,7 @@ def upstream_server() -> Iterator[ScriptedUpstream]:
 @pytest.fixture
 def upstream(upstream_server: ScriptedUpstream, settings) -> ScriptedUpstream:
     """The scripted OpenAI-compatible model every test talks to, fresh per test."""
-    upstream_server.reset()
+    upstream_server.reset(counters=True)
     settings.LLM_BASE_URL = upstream_server.base_url
     settings.LLM_API_KEY = "test-key"
     settings.LLM_READ_TIMEOUT = 10.0
@@ -64,3 +64,14 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env.setdefault("LLM_BASE_URL", settings.LLM_BASE_URL)
     env.setdefault("LLM_API_KEY", "test-key")
     return env
+
+
+@pytest.fixture(autouse=True)
+def _close_worker_thread_connections() -> Iterator[None]:
+    """The async ORM's worker thread keeps its own connection; close it so teardown can drop
+    the test database."""
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()

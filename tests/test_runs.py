@@ -240,7 +240,8 @@ async def test_session_state_fills_placeholders_and_is_shown_when_asked(alice, a
     system = upstream.requests[-1]["messages"][0]
     assert system["role"] == "system"
     assert system["content"].startswith("The user is John, 30; unknown {missing} stays.")
-    assert '<session_state>\n{"age": 30, "user_name": "John"}\n</session_state>' in system["content"]
+    state = '<session_state>\n{"age": 30, "user_name": "John"}\n</session_state>'
+    assert state in system["content"]
     # The state is kept with the session: a later run without state still sees it.
     await run_to_end(alice, "and now?", session_id=first.session_id)
     assert "The user is John, 30" in upstream.requests[-1]["messages"][0]["content"]

@@ -3,17 +3,28 @@
 Tests and benchmarks point the real ``openai``/``httpx`` clients at it, so everything between our
 code and the wire (connection pooling, SSE parsing, timeouts, disconnects) runs for real while the
 answers stay deterministic. Pure stdlib: one asyncio loop in a daemon thread serves every
-connection, so hundreds of concurrent streams cost no threads.
+connection (HTTP/1.1 keep-alive), so hundreds of concurrent streams cost no threads.
+
+Each POST /v1/chat/completions consumes the next scripted ``Reply`` (FIFO), else ``default``.
+Streams are sent as OpenAI sends them, in chunked transfer-encoding so the connection stays
+reusable: a role delta, content (or tool-call) deltas, a ``finish_reason`` chunk, an optional
+``choices: []`` usage chunk, then ``data: [DONE]``. Non-streaming answers are one
+``chat.completion`` object. Also served: GET /v1/models, GET /health and, with ``tokenize=True``,
+llama-cpp-python's POST /extras/tokenize/count.
 
 Usage::
 
     with ScriptedUpstream() as upstream:
         upstream.script(Reply("Hello there"), Reply(status=429, error_message="slow down"))
         client = OpenAI(base_url=upstream.base_url, api_key="x")
+
+For benchmarks where sharing the GIL with the code under test would skew numbers, run it as its
+own process: ``python -m tests.upstream --port 8001 --tokens 50 --delay 0.02``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import collections
 import contextlib
@@ -610,10 +621,20 @@ class ScriptedUpstream:
             "system_fingerprint": None,
         }
 
+        # Serialise the invariant envelope once; per chunk only the delta is encoded (cheap at
+        # hundreds of concurrent streams). The bytes equal json.dumps of the whole chunk.
+        prefix = (
+            b"data: " + json.dumps(base)[:-1].encode() + b', "choices": [{"index": 0, "delta": '
+        )
+        usage_null = b', "usage": null' if send_usage else b""
+
         def frame(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            extra = {"usage": None} if send_usage else {}
-            return _sse({**base, "choices": [choice], **extra})
+            rest = b', "logprobs": null, "finish_reason": %s}]%s}\n\n'
+            return _chunk(
+                prefix
+                + json.dumps(delta).encode()
+                + rest % (json.dumps(finish).encode(), usage_null)
+            )
 
         with self._lock:
             self._active += 1
@@ -649,3 +670,28 @@ class ScriptedUpstream:
         finally:
             with self._lock:
                 self._active -= 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a fixed default reply until interrupted (a separate process for benchmarks)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--tokens", type=int, default=0, help="answer tok0 tok1 ... (else echo)")
+    parser.add_argument("--first-delay", type=float, default=0.0)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--tokenize", action="store_true")
+    args = parser.parse_args(argv)
+    default: ReplySource = echo_reply
+    if args.tokens:
+        default = Reply(tokens=args.tokens, first_delay=args.first_delay, delay=args.delay)
+    with ScriptedUpstream(
+        default=default, tokenize=args.tokenize, host=args.host, port=args.port
+    ) as up:
+        print(f"scripted upstream at {up.base_url}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

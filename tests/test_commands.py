@@ -1,0 +1,79 @@
+"""The management commands and endpoints a deployment relies on."""
+
+from __future__ import annotations
+
+import hashlib
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from sessions_app.models import Agent, ApiToken, User
+from sessions_app.services.tokens import user_for_token
+
+
+@pytest.mark.django_db(serialized_rollback=True)
+def test_migrate_leaves_a_default_agent_named_assistant(settings):
+    agent = Agent.objects.get(is_default=True)
+    assert agent.name == "Assistant"
+    assert agent.model == settings.LLM_MODEL
+    assert agent.num_history_runs == 3 and agent.add_history_to_context
+
+
+def test_create_api_token_prints_the_token_last_and_stores_only_a_hash(alice):
+    out = StringIO()
+    call_command("create_api_token", "alice", "--name", "laptop", stdout=out)
+    raw = out.getvalue().strip().splitlines()[-1]
+    token = ApiToken.objects.get(user=alice)
+    assert token.name == "laptop"
+    assert token.token_hash == hashlib.sha256(raw.encode()).hexdigest()
+    assert raw not in {token.token_hash, token.prefix} and raw.startswith(token.prefix)
+    assert user_for_token(raw) == alice
+    assert user_for_token(raw + "x") is None
+    token.refresh_from_db()
+    assert token.last_used_at is not None
+
+
+@pytest.mark.django_db
+def test_create_api_token_for_an_unknown_user_fails_clearly():
+    with pytest.raises(CommandError, match="No user named 'nobody'"):
+        call_command("create_api_token", "nobody")
+
+
+@pytest.mark.django_db
+def test_ensure_admin_creates_the_admin_once_with_the_configured_password(monkeypatch):
+    monkeypatch.setenv("PARLEY_ADMIN_PASSWORD", "s3cret-admin-pw")
+    call_command("ensure_admin", stdout=StringIO())
+    call_command("ensure_admin", stdout=StringIO())
+    admin = User.objects.get(username="admin")
+    assert admin.is_superuser and admin.check_password("s3cret-admin-pw")
+
+
+@pytest.mark.django_db
+def test_ensure_admin_generates_and_prints_a_password_when_none_is_set(monkeypatch):
+    monkeypatch.delenv("PARLEY_ADMIN_PASSWORD", raising=False)
+    out = StringIO()
+    call_command("ensure_admin", stdout=out)
+    password = out.getvalue().split("password ")[-1].strip()
+    assert User.objects.get(username="admin").check_password(password)
+
+
+def test_production_refuses_the_development_secret_key(settings):
+    from sessions_app.checks import check_production_settings
+
+    settings.DEBUG = False
+    settings.SECRET_KEY = settings.DEV_SECRET_KEY
+    settings.PARLEY_WORKERS = 4
+    settings.REDIS_URL = ""
+    assert {e.id for e in check_production_settings()} == {"parley.E1", "parley.E2"}
+    settings.SECRET_KEY = "a-real-secret"
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+    assert check_production_settings() == []
+
+
+@pytest.mark.django_db
+def test_healthz_reports_each_part(client, upstream, settings):
+    assert client.get("/healthz").json() == {"db": "ok", "channel_layer": "ok", "llm": "ok"}
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    assert client.get("/healthz").json()["llm"] == "unreachable"

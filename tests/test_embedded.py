@@ -1,0 +1,105 @@
+"""The real embedded model (SmolLM2-135M-Instruct on llama.cpp), and `serve` around it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sessions_app.llm.embedded import EmbeddedModel, free_port
+from sessions_app.models import Agent, RunStatus
+from sessions_app.services import runs
+from tests.conftest import ROOT, subprocess_env
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    with EmbeddedModel() as model:
+        yield model
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+async def test_the_embedded_model_answers_a_run(alice, embedded, settings):
+    settings.LLM_BASE_URL = embedded.base_url
+    settings.LLM_EMBEDDED = True
+    settings.LLM_API_KEY = ""
+    agent = await Agent.objects.aget(is_default=True)
+    assert agent.model == "SmolLM2-135M-Instruct"  # the data migration used LLM_MODEL
+
+    handle = await runs.start_run(alice, "What is the capital of France? Answer in one word.")
+    pieces = [e["content"] async for e in handle.events() if e["event"] == "RunContent"]
+    run = await handle.wait()
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert run.content.strip() and "".join(pieces) == run.content
+    assert run.model_provider == "llama.cpp"
+    # llama.cpp sends no usage when streaming: counted with its own tokenizer.
+    assert run.usage_estimated is True
+    assert run.input_tokens > 10 and run.output_tokens > 0
+    assert run.time_to_first_token is not None and run.tokens_per_second
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_serve_starts_the_embedded_model_and_stops_it_on_ctrl_c():
+    port = free_port()
+    env = subprocess_env()
+    env.pop("LLM_BASE_URL")
+    env.pop("LLM_API_KEY", None)
+    env.pop("OPENAI_API_KEY", None)
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        health = None
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()
+                break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        assert health == {"db": "ok", "channel_layer": "ok", "llm": "ok"}
+        children = _children(server.pid)
+        assert children, "serve should run the model server as its child"
+
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) is not None
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(_alive(c) for c in children):
+            time.sleep(0.2)
+        assert not any(_alive(c) for c in children)
+    finally:
+        if server.poll() is None:
+            server.kill()

@@ -1,0 +1,254 @@
+"""What a user keeps when the model fails, is stopped, or the server dies mid-answer."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from sessions_app.models import Agent, Message, Run, RunStatus
+from sessions_app.services import liveness, runs
+from tests.conftest import ROOT, subprocess_env
+from tests.upstream import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def agent(db) -> Agent:
+    agent, _ = Agent.objects.update_or_create(
+        is_default=True, defaults={"name": "Assistant", "model": "scripted", "instructions": ""}
+    )
+    return agent
+
+
+async def finish(user, text: str, **kwargs) -> tuple[Run, list[dict]]:
+    handle = await runs.start_run(user, text, **kwargs)
+    events = [event async for event in handle.events()]
+    return await handle.wait(), events
+
+
+async def stored_messages(run: Run) -> list[tuple[str, str]]:
+    rows = Message.objects.filter(run=run).order_by("order")
+    return [(m.role, m.content) async for m in rows]
+
+
+async def test_an_upstream_error_leaves_an_error_run_and_keeps_the_question(alice, agent, upstream):
+    upstream.script(Reply(status=500, error_message="the GPU caught fire"))
+    run, events = await finish(alice, "important question")
+    assert run.status == RunStatus.ERROR
+    assert run.error == "The model endpoint answered 500: the GPU caught fire"
+    assert events[-1]["event"] == "RunError" and events[-1]["error"] == run.error
+    assert await stored_messages(run) == [("user", "important question"), ("assistant", "")]
+    # The session stays usable.
+    again, _ = await finish(alice, "retry", session_id=run.session_id)
+    assert again.status == RunStatus.COMPLETED and again.content == "Echo: retry"
+
+
+async def test_a_rate_limited_upstream_is_reported_readably(alice, agent, upstream):
+    upstream.script(Reply(status=429, error_message="Rate limit reached"))
+    run, _ = await finish(alice, "hi")
+    assert run.status == RunStatus.ERROR
+    assert "429" in run.error and "Rate limit reached" in run.error
+
+
+async def test_a_silent_upstream_times_out(alice, agent, upstream, settings):
+    settings.LLM_READ_TIMEOUT = 0.5
+    upstream.script(Reply(hang=True))
+    run, events = await finish(alice, "anyone there?")
+    assert run.status == RunStatus.ERROR
+    assert run.error == "The model did not answer in time."
+    assert events[-1]["event"] == "RunError"
+
+
+async def test_an_unreachable_upstream_is_an_error_not_a_crash(alice, agent, upstream, settings):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead_port = sock.getsockname()[1]
+    settings.LLM_BASE_URL = f"http://127.0.0.1:{dead_port}/v1"
+    run, _ = await finish(alice, "hello?")
+    assert run.status == RunStatus.ERROR
+    assert run.error == "The model endpoint could not be reached or closed the connection."
+    assert await stored_messages(run) == [("user", "hello?"), ("assistant", "")]
+
+
+async def test_a_cut_stream_keeps_the_partial_answer(alice, agent, upstream):
+    upstream.script(Reply("one two three four five six", cut_after=3))
+    run, events = await finish(alice, "count")
+    assert run.status == RunStatus.ERROR
+    assert run.content == "one two three "
+    assert events[-1]["content"] == "one two three "
+    assert await stored_messages(run) == [("user", "count"), ("assistant", "one two three ")]
+    assert run.usage_estimated is True and run.output_tokens > 0
+
+
+async def test_cancel_closes_the_upstream_request_and_keeps_the_partial(alice, agent, upstream):
+    upstream.script(Reply(tokens=100, delay=0.05))
+    handle = await runs.start_run(alice, "go on")
+    await asyncio.sleep(0.4)
+    run = await runs.cancel_run(alice, handle.run_id)
+    assert run.status == RunStatus.CANCELLED
+    assert run.content.startswith("tok0 tok1 ")
+    assert len(run.content.split()) < 100
+    assert run.error == ""
+    events = handle.stream.events
+    assert events[-1]["event"] == "RunCancelled" and events[-1]["content"] == run.content
+    assert upstream.wait_until(lambda: upstream.disconnects >= 1)
+    assert await stored_messages(run) == [("user", "go on"), ("assistant", run.content)]
+
+
+async def test_cancelling_a_finished_run_changes_nothing(alice, agent, upstream):
+    run, _ = await finish(alice, "done")
+    again = await runs.cancel_run(alice, run.run_id)
+    assert again.status == RunStatus.COMPLETED and again.content == run.content
+
+
+async def test_partial_answers_are_checkpointed_while_streaming(alice, agent, upstream, settings):
+    settings.PARLEY_CHECKPOINT_INTERVAL = 0.2
+    upstream.script(Reply(tokens=40, delay=0.04))
+    handle = await runs.start_run(alice, "slowly")
+    await asyncio.sleep(0.9)
+    saved = await Run.objects.aget(pk=handle.run_id)
+    assert saved.status == RunStatus.RUNNING
+    assert saved.content.startswith("tok0 ") and len(saved.content.split()) < 40
+    assert 0 < saved.content_seq <= handle.stream.seq
+    run = await handle.wait()
+    assert len(run.content.split()) == 40
+
+
+async def test_a_cancel_from_another_process_stops_the_run(alice, agent, upstream, settings):
+    settings.PARLEY_CHECKPOINT_INTERVAL = 0.1
+    upstream.script(Reply(tokens=200, delay=0.02))
+    handle = await runs.start_run(alice, "long")
+    await asyncio.sleep(0.3)
+    # What another process's cancel does: it can only flag the row.
+    await Run.objects.filter(pk=handle.run_id).aupdate(cancel_requested=True)
+    run = await asyncio.wait_for(handle.wait(), 5)
+    assert run.status == RunStatus.CANCELLED
+    assert 0 < len(run.content.split()) < 200
+
+
+SERVER_THAT_DIES = textwrap.dedent(
+    """
+    import asyncio, django, sys
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from sessions_app.services import runs
+
+    async def main():
+        user = await get_user_model().objects.aget(username="alice")
+        handle = await runs.start_run(user, "tell me a long story")
+        print(handle.run_id, flush=True)
+        await handle.wait()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_runs_of_a_server_that_died_are_marked_interrupted(alice, agent, upstream):
+    upstream.script(Reply(tokens=500, delay=0.05))
+    child = subprocess.Popen(
+        [sys.executable, "-c", SERVER_THAT_DIES],
+        cwd=ROOT,
+        env=subprocess_env(
+            DJANGO_SETTINGS_MODULE="project.settings", PARLEY_CHECKPOINT_INTERVAL="0.1"
+        ),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        run_id = child.stdout.readline().strip()
+        assert run_id, "the child process did not start a run"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if len(Run.objects.get(pk=run_id).content.split()) >= 5:
+                break
+            time.sleep(0.1)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    run = Run.objects.get(pk=run_id)
+    assert run.status == RunStatus.RUNNING  # nobody finished it
+    partial = run.content
+    assert partial.startswith("tok0 ")
+
+    assert liveness.reap_stale_runs() == 1  # what `serve` does when it starts
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.INTERRUPTED
+    assert run.error == "The server stopped before this answer finished."
+    assert run.content == partial
+    assistant = Message.objects.get(run=run, role="assistant")
+    assert assistant.content == partial
+    # The session is usable again.
+    assert liveness.reap_stale_runs() == 0
+
+
+def test_a_live_process_elsewhere_keeps_its_run_until_it_goes_stale(alice, agent, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.models import Session
+
+    session = Session.objects.create(user=alice, agent=agent)
+    run = Run.objects.create(
+        session=session,
+        user=alice,
+        agent=agent,
+        position=1,
+        status=RunStatus.RUNNING,
+        input="x",
+        worker="another-host:123:abc",
+        heartbeat_at=timezone.now(),
+    )
+    assert liveness.reap_stale_runs() == 0
+    Run.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.PARLEY_STALE_RUN_AFTER + 1)
+    )
+    assert liveness.reap_stale_runs() == 1
+
+
+CONTINUE_IN_NEW_PROCESS = textwrap.dedent(
+    """
+    import asyncio, django, sys
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from sessions_app.services import runs
+
+    async def main():
+        user = await get_user_model().objects.aget(username="alice")
+        handle = await runs.start_run(user, "What was my last question?", session_id=sys.argv[1])
+        run = await handle.wait()
+        print(run.status, flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_session_continued_from_a_new_process_has_its_history(alice, agent, upstream):
+    first, _ = await finish(alice, "What is the capital of France?")
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        CONTINUE_IN_NEW_PROCESS,
+        str(first.session_id),
+        cwd=ROOT,
+        env=subprocess_env(DJANGO_SETTINGS_MODULE="project.settings"),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await asyncio.wait_for(child.communicate(), 60)
+    assert out.decode().strip() == "COMPLETED"
+    assert [(m["role"], m["content"]) for m in upstream.requests[-1]["messages"]] == [
+        ("user", "What is the capital of France?"),
+        ("assistant", "Echo: What is the capital of France?"),
+        ("user", "What was my last question?"),
+    ]
