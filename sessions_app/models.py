@@ -118,6 +118,11 @@ class Run(TokenMetrics):
     cancel_requested = models.BooleanField(default=False)
     # The stream sequence number that `content` reflects, so a reader can resume after it.
     content_seq = models.PositiveIntegerField(default=0)
+    feedback_rating = models.SmallIntegerField(
+        null=True, blank=True, choices=[(1, "Good"), (-1, "Bad")]
+    )
+    feedback_comment = models.TextField(blank=True)
+    feedback_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "position"]

@@ -1,0 +1,100 @@
+"""Sessions as their owner sees them: list, search, create, rename, update, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from sessions_app.models import ACTIVE_STATUSES, Message, Run, Session, User
+from sessions_app.services.access import (
+    get_agent_for_user,
+    get_session_for_user,
+    sessions_for_user,
+)
+
+SESSION_NAME_MAX = 200
+
+
+class SessionBusy(Exception):
+    """The session has a run in progress."""
+
+
+def list_sessions(
+    user: User,
+    *,
+    agent_id: Any = None,
+    session_name: str | None = None,
+    search: str | None = None,
+    owner: str | None = None,
+) -> QuerySet[Session]:
+    """The sessions `user` may see, newest activity first. `owner` (a username) is for staff."""
+    sessions = sessions_for_user(user).select_related("agent", "user")
+    # Everyone's list is their own; staff may ask for another user's by username.
+    if user.is_staff and owner:
+        sessions = sessions.filter(user__username=owner)
+    else:
+        sessions = sessions.filter(user=user)
+    if agent_id:
+        sessions = sessions.filter(agent_id=agent_id)
+    if session_name:
+        sessions = sessions.filter(session_name__icontains=session_name)
+    if search:
+        in_messages = Message.objects.filter(session=OuterRef("pk"), content__icontains=search)
+        sessions = sessions.filter(Q(session_name__icontains=search) | Exists(in_messages))
+    return sessions.order_by("-updated_at", "-created_at")
+
+
+def create_session(
+    user: User,
+    *,
+    agent_id: Any = None,
+    session_name: str = "",
+    session_state: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Session:
+    agent = get_agent_for_user(user, agent_id)
+    return Session.objects.create(
+        user=user,
+        agent=agent,
+        session_name=session_name[:SESSION_NAME_MAX],
+        session_state={**agent.session_state, **(session_state or {})},
+        metadata=metadata or {},
+    )
+
+
+def update_session(user: User, session_id: Any, **changes: Any) -> Session:
+    """Change `session_name`, `session_state` or `metadata` of one's own session."""
+    allowed = {"session_name", "session_state", "metadata"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise ValueError(f"Cannot change {', '.join(sorted(unknown))}.")
+    with transaction.atomic():
+        session = get_session_for_user(user, session_id)
+        for name, value in changes.items():
+            if name == "session_name":
+                value = (value or "").strip()[:SESSION_NAME_MAX]
+            elif not isinstance(value, dict):
+                raise ValueError(f"{name} must be a JSON object.")
+            setattr(session, name, value)
+        session.save(update_fields=[*changes, "updated_at"])
+    return session
+
+
+def delete_session(user: User, session_id: Any) -> None:
+    with transaction.atomic():
+        session = get_session_for_user(user, session_id)
+        if Run.objects.filter(session=session, status__in=ACTIVE_STATUSES).exists():
+            raise SessionBusy("Stop the answer in progress before deleting this session.")
+        session.delete()
+
+
+def get_messages_for_session(user: User, session_id: Any) -> QuerySet[Message]:
+    """Every stored message of a session in conversation order (Agno's name for it)."""
+    session = get_session_for_user(user, session_id)
+    return Message.objects.filter(session=session).order_by("run__position", "order")
+
+
+def session_title(session: Session) -> str:
+    return session.session_name or "New chat"
