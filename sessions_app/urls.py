@@ -6,4 +6,9 @@ from sessions_app import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("s/<uuid:session_id>/", views.session_page, name="session_page"),
+    path("s/<uuid:session_id>/rename", views.session_rename, name="session_rename"),
+    path("s/<uuid:session_id>/delete", views.session_delete, name="session_delete"),
+    path("sessions/", views.session_list, name="session_list"),
+    path("runs/<uuid:run_id>/feedback", views.run_feedback, name="run_feedback"),
 ]

@@ -1,17 +1,29 @@
+"""Pages and htmx fragments of the chat: thin adapters over the services."""
+
 from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from sessions_app.llm import client as llm
+from sessions_app.models import Agent, Session
+from sessions_app.rendering import render_session_item, run_view
+from sessions_app.services import feedback, sessions
+from sessions_app.services.access import NotFound, get_run_for_user, get_session_for_user
+
+SIDEBAR_PAGE_SIZE = 30
 
 
 def _db_ok() -> bool:
@@ -47,6 +59,125 @@ async def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse(body, status=200 if db_ok and layer_ok else 503)
 
 
+def _session_or_404(request: HttpRequest, session_id: uuid.UUID) -> Session:
+    try:
+        return get_session_for_user(request.user, session_id)
+    except NotFound as exc:
+        raise Http404("No such chat.") from exc
+
+
+def _sidebar_page(request: HttpRequest, page_number: int) -> dict[str, Any]:
+    q = (request.GET.get("q") or "").strip()[:200]
+    listed = sessions.list_sessions(request.user, search=q or None)
+    page = Paginator(listed, SIDEBAR_PAGE_SIZE).get_page(page_number)
+    return {
+        "sessions": page.object_list,
+        "next_page": page.next_page_number() if page.has_next() else None,
+        "page_number": page.number,
+        "q": q,
+    }
+
+
+def _conversation_context(request: HttpRequest, session: Session | None) -> dict[str, Any]:
+    context: dict[str, Any] = {"session": session, "max_input": settings.PARLEY_MAX_INPUT_CHARS}
+    if session is None:
+        agents = list(Agent.objects.order_by("-is_default", "name"))
+        context |= {
+            "runs": [],
+            "agents": agents,
+            "agent_name": agents[0].name if agents else "the agent",
+            "title": "New chat",
+        }
+    else:
+        context |= {
+            "runs": [run_view(run) for run in session.runs.order_by("position")],
+            "agent_name": session.agent.name,
+            "title": sessions.session_title(session),
+            "current_id": session.session_id,
+        }
+    return context
+
+
+def _chat_page(request: HttpRequest, session: Session | None) -> HttpResponse:
+    context = _conversation_context(request, session)
+    if request.htmx and request.htmx.target == "pane":
+        return render(request, "sessions_app/_conversation.html", context)
+    context |= _sidebar_page(request, 1)
+    return render(request, "sessions_app/chat.html", context)
+
+
 @login_required
+@require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "sessions_app/home.html")
+    return _chat_page(request, None)
+
+
+@login_required
+@require_GET
+def session_page(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    return _chat_page(request, _session_or_404(request, session_id))
+
+
+@login_required
+@require_GET
+def session_list(request: HttpRequest) -> HttpResponse:
+    try:
+        page_number = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        page_number = 1
+    return render(request, "sessions_app/_session_items.html", _sidebar_page(request, page_number))
+
+
+@login_required
+@require_POST
+def session_rename(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    name = (request.POST.get("session_name") or "").strip()
+    session = _session_or_404(request, session_id)
+    if not name:
+        return HttpResponse("A name cannot be empty.", status=422)
+    if session.user_id != request.user.pk:
+        raise Http404("No such chat.")
+    session = sessions.update_session(request.user, session.session_id, session_name=name)
+    response = render(
+        request,
+        "sessions_app/_conv_header.html",
+        {"session": session, "title": sessions.session_title(session)},
+    )
+    # The sidebar shows the new name too.
+    replaced = render_session_item(session, current=True).replace(
+        "<li ", '<li hx-swap-oob="outerHTML" ', 1
+    )
+    response.write(replaced)
+    return response
+
+
+@login_required
+@require_POST
+def session_delete(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = _session_or_404(request, session_id)
+    if session.user_id != request.user.pk:
+        raise Http404("No such chat.")
+    try:
+        sessions.delete_session(request.user, session.session_id)
+    except sessions.SessionBusy as exc:
+        return HttpResponse(str(exc), status=409)
+    if request.htmx:
+        return HttpResponseClientRedirect("/")
+    return HttpResponse(status=204)
+
+
+@login_required
+@require_POST
+def run_feedback(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    try:
+        rating = int(request.POST.get("rating", ""))
+    except ValueError:
+        return HttpResponse("rating must be 1, -1 or 0.", status=422)
+    if rating not in (1, -1, 0):
+        return HttpResponse("rating must be 1, -1 or 0.", status=422)
+    try:
+        get_run_for_user(request.user, run_id)
+        run = feedback.set_feedback(request.user, run_id, rating or None)
+    except NotFound as exc:
+        raise Http404("No such answer.") from exc
+    return render(request, "sessions_app/_feedback.html", {"r": run_view(run)})

@@ -67,6 +67,12 @@ def validate_input(text: Any) -> str:
     return text
 
 
+def default_session_name(text: str, limit: int = 60) -> str:
+    """A new session is named after its first message until someone renames it."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
 @dataclass
 class _Plan:
     """Everything the generation needs, read in the creating transaction."""
@@ -169,6 +175,7 @@ def _create_run_once(
             session = Session.objects.create(
                 user=user,
                 agent=agent,
+                session_name=default_session_name(text),
                 session_state={**agent.session_state, **(session_state or {})},
             )
         else:

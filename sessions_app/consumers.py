@@ -1,0 +1,252 @@
+"""The chat WebSocket: JSON frames in (htmx ws-send), HTML fragments out (htmx OOB swaps).
+
+The consumer never generates: `send` asks the run engine to start a run and returns at once, so a
+`stop` frame is handled immediately and a closed socket does not stop the answer. Live events
+arrive through the session's group; when the consumer starts watching a session it renders the
+conversation as it stands (with the answer streamed so far) and then applies only events with a
+later `seq`, so reloads, reconnects and second tabs see no gap and no duplicate piece.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.core.exceptions import PermissionDenied
+
+from sessions_app import rendering
+from sessions_app.models import ACTIVE_STATUSES, Run, Session
+from sessions_app.services import realtime, runs, streams
+from sessions_app.services.access import NotFound, get_run_for_user, get_session_for_user
+
+log = logging.getLogger("parley.chat")
+
+CLOSE_UNAUTHENTICATED = 4401
+SNAPSHOT_TIMEOUT = 3.0
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        self.session_id: str | None = None
+        self.group: str | None = None
+        self.seen: dict[str, int] = {}  # run_id -> last seq shown
+        self.waiting: dict[str, list[dict[str, Any]]] = {}  # run_id -> events held for a snapshot
+        await self.accept()
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            frame = json.loads(text_data or "")
+        except (json.JSONDecodeError, TypeError):
+            await self.notice("That message could not be read (it was not JSON).")
+            return
+        if not isinstance(frame, dict):
+            await self.notice("That message could not be read (expected a JSON object).")
+            return
+        handler = {
+            "watch": self.do_watch,
+            "send": self.do_send,
+            "stop": self.do_stop,
+            "regenerate": self.do_regenerate,
+        }.get(frame.get("action"))
+        if handler is None:
+            await self.notice("Unknown action.")
+            return
+        try:
+            await handler(frame)
+        except (NotFound, PermissionDenied):
+            await self.notice("That chat was not found.")
+        except runs.RunConflict:
+            await self.notice("An answer is already in progress in this chat.")
+        except runs.InputError as exc:
+            await self.notice(exc.message)
+        except Exception:
+            log.exception("chat frame failed")
+            await self.notice("Something went wrong on our side; please try again.")
+
+    async def notice(self, message: str) -> None:
+        await self.send(text_data=rendering.render_notice(message))
+
+    # Actions
+
+    async def do_send(self, frame: dict[str, Any]) -> None:
+        session_id = frame.get("session_id") or None
+        handle = await runs.start_run(
+            self.user,
+            frame.get("input"),
+            agent_id=frame.get("agent_id") or None,
+            session_id=session_id,
+        )
+        await self.notice_clear()
+        if session_id is None or str(handle.session_id) != self.session_id:
+            await self.watch(str(handle.session_id), new=session_id is None)
+
+    async def do_stop(self, frame: dict[str, Any]) -> None:
+        await runs.cancel_run(self.user, frame.get("run_id"))
+
+    async def do_regenerate(self, frame: dict[str, Any]) -> None:
+        run = await database_sync_to_async(get_run_for_user)(self.user, frame.get("run_id"))
+        if run.user_id != self.user.pk:
+            raise NotFound
+        await runs.start_run(self.user, run.input, session_id=run.session_id)
+
+    async def do_watch(self, frame: dict[str, Any]) -> None:
+        session_id = frame.get("session_id") or None
+        if session_id is None:
+            await self.unwatch()
+            return
+        await self.watch(
+            session_id,
+            known_run=frame.get("last_run_id") or None,
+            known_status=frame.get("last_run_status") or None,
+        )
+
+    async def notice_clear(self) -> None:
+        await self.send(text_data='<div id="notice" hx-swap-oob="innerHTML"></div>')
+
+    # Watching a session
+
+    async def unwatch(self) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        self.group = self.session_id = None
+        self.seen.clear()
+        self.waiting.clear()
+
+    async def watch(
+        self,
+        session_id: str,
+        *,
+        new: bool = False,
+        known_run: str | None = None,
+        known_status: str | None = None,
+    ) -> None:
+        session = await database_sync_to_async(get_session_for_user)(self.user, session_id)
+        await self.unwatch()
+        self.session_id = str(session.session_id)
+        self.group = realtime.group_name(session.session_id)
+        # Join first, then look: any event published after this point reaches us.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        runs_now = await database_sync_to_async(_session_runs)(session)
+        last = runs_now[-1] if runs_now else None
+        active = last if last is not None and last.status in ACTIVE_STATUSES else None
+        views = []
+        for run in runs_now:
+            run_id = str(run.run_id)
+            if run is active:
+                stream = streams.get_stream(run.run_id)
+                if stream is not None:  # streaming in this process: exact snapshot
+                    self.seen[run_id] = stream.seq
+                    views.append(rendering.run_view(run, streaming_text=stream.content_so_far()))
+                    continue
+                # Streaming elsewhere: show the last checkpoint, ask its process for the rest.
+                self.waiting[run_id] = []
+                await realtime.request_snapshot(run.worker, run_id, self.channel_name)
+                asyncio.get_running_loop().call_later(
+                    SNAPSHOT_TIMEOUT, lambda r=run: asyncio.ensure_future(self.snapshot_timeout(r))
+                )
+                self.seen[run_id] = run.content_seq
+            views.append(rendering.run_view(run))
+        unchanged = (
+            active is None
+            and last is not None
+            and known_run == str(last.run_id)
+            and (known_status or "").upper() == last.status
+        )
+        parts = [] if unchanged else [rendering.render_messages(views)]
+        parts.append(rendering.render_composer_actions(str(active.run_id) if active else None))
+        if new:
+            parts.append(rendering.render_session_marker(session))
+            parts.append(rendering.render_session_item(session, current=True, oob=True))
+        await self.send(text_data="".join(parts))
+
+    # Events from the group
+
+    async def run_event(self, message: dict[str, Any]) -> None:
+        event = message["event"]
+        if event["session_id"] != self.session_id:
+            return
+        run_id = event["run_id"]
+        if run_id in self.waiting:
+            self.waiting[run_id].append(event)
+            return
+        await self.show(event)
+
+    async def show(self, event: dict[str, Any]) -> None:
+        run_id = event["run_id"]
+        seen = self.seen.get(run_id, 0)
+        if event["seq"] <= seen:
+            return  # already part of what this socket shows
+        self.seen[run_id] = event["seq"]
+        kind = event["event"]
+        if kind == "RunStarted":
+            view = rendering.answer_view(
+                run_id=run_id, status="RUNNING", input=event["input"], content=""
+            )
+            html = (
+                f'<div id="messages" hx-swap-oob="beforeend">{rendering.render_run(view)}</div>'
+                + rendering.render_composer_actions(run_id)
+            )
+        elif kind == "RunContent":
+            html = rendering.render_piece(run_id, event["content"])
+        else:
+            status = {"RunCompleted": "COMPLETED", "RunCancelled": "CANCELLED"}.get(
+                kind, event.get("status", "ERROR")
+            )
+            view = rendering.answer_view(
+                run_id=run_id,
+                status=status,
+                input="",
+                content=event.get("content", ""),
+                error=event.get("error", ""),
+                metrics=event.get("metrics"),
+            )
+            html = rendering.render_assistant(view, oob=True) + rendering.render_composer_actions(
+                None
+            )
+        await self.send(text_data=html)
+
+    async def run_snapshot(self, message: dict[str, Any]) -> None:
+        run_id = message["run_id"]
+        held = self.waiting.pop(run_id, None)
+        if held is None:
+            return
+        if not message.get("found"):
+            # It finished meanwhile: the stored run is the truth.
+            run = await Run.objects.aget(pk=run_id)
+            self.seen[run_id] = 10**9
+            await self.send(text_data=rendering.render_assistant(rendering.run_view(run), oob=True))
+            await self.send(text_data=rendering.render_composer_actions(None))
+            return
+        run = await Run.objects.aget(pk=run_id)
+        self.seen[run_id] = message["seq"]
+        view = rendering.run_view(run, streaming_text=message["content"])
+        await self.send(text_data=rendering.render_assistant(view, oob=True))
+        for event in held:
+            await self.show(event)
+
+    async def snapshot_timeout(self, run: Run) -> None:
+        """The process running it did not answer (it may have died): go by the database."""
+        run_id = str(run.run_id)
+        held = self.waiting.pop(run_id, None)
+        if held is None:
+            return
+        fresh = await Run.objects.aget(pk=run.run_id)
+        self.seen[run_id] = fresh.content_seq
+        await self.send(text_data=rendering.render_assistant(rendering.run_view(fresh), oob=True))
+        for event in held:
+            await self.show(event)
+
+
+def _session_runs(session: Session) -> list[Run]:
+    return list(session.runs.order_by("position"))

@@ -1,0 +1,98 @@
+"""HTML for runs and chat fragments, shared by the page views and the WebSocket consumer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.template.loader import render_to_string
+from django.utils.html import escape, format_html
+
+from sessions_app.models import Run, RunStatus, Session
+from sessions_app.services.markdown import render_markdown
+from sessions_app.services.runs import run_metrics
+from sessions_app.services.sessions import session_title
+
+
+def run_view(run: Run, *, streaming_text: str | None = None) -> dict[str, Any]:
+    """What the templates need of one run; `streaming_text` overrides the saved partial."""
+    active = run.status in (RunStatus.PENDING, RunStatus.RUNNING)
+    return answer_view(
+        run_id=str(run.run_id),
+        status=run.status,
+        input=run.input,
+        content=streaming_text if streaming_text is not None else run.content,
+        error=run.error,
+        metrics=None if active else run_metrics(run),
+        rating=run.feedback_rating,
+    )
+
+
+def answer_view(
+    *,
+    run_id: str,
+    status: str,
+    input: str,
+    content: str,
+    error: str = "",
+    metrics: dict[str, Any] | None = None,
+    rating: int | None = None,
+) -> dict[str, Any]:
+    active = status in (RunStatus.PENDING, RunStatus.RUNNING)
+    return {
+        "run_id": run_id,
+        "status": status.lower(),
+        "active": active,
+        "input": input,
+        "content": content,
+        "html": None if active else render_markdown(content),
+        "error": error,
+        "metrics": metrics,
+        "rating": rating,
+    }
+
+
+def render_run(view: dict[str, Any]) -> str:
+    return render_to_string("sessions_app/_run.html", {"r": view})
+
+
+def render_assistant(view: dict[str, Any], *, oob: bool = False) -> str:
+    return render_to_string("sessions_app/_assistant.html", {"r": view, "oob": oob})
+
+
+def render_messages(runs: list[dict[str, Any]]) -> str:
+    """The whole message list, swapped in place of what the page shows."""
+    return render_to_string("sessions_app/_messages.html", {"runs": runs, "oob": True})
+
+
+def render_composer_actions(active_run_id: str | None) -> str:
+    return render_to_string(
+        "sessions_app/_composer_actions.html", {"active_run_id": active_run_id, "oob": True}
+    )
+
+
+def render_session_item(session: Session, *, current: bool = False, oob: bool = False) -> str:
+    return render_to_string(
+        "sessions_app/_session_item.html", {"s": session, "current": current, "oob": oob}
+    )
+
+
+def render_piece(run_id: str, text: str) -> str:
+    return format_html('<span hx-swap-oob="beforeend:#run-{}-text">{}</span>', run_id, text)
+
+
+def render_notice(message: str) -> str:
+    return format_html(
+        '<div id="notice" hx-swap-oob="innerHTML"><div class="alert" role="alert" '
+        'data-testid="chat-notice">{}</div></div>',
+        message,
+    )
+
+
+def render_session_marker(session: Session) -> str:
+    """Tells the page which session it now shows (after a first message created one)."""
+    return format_html(
+        '<input type="hidden" id="composer-session" name="session_id" value="{}" '
+        'hx-swap-oob="true" data-title="{}">',
+        session.session_id,
+        escape(session_title(session)),
+    )

@@ -1,0 +1,105 @@
+// The chat page's small behaviours: keyboard, URL, watching the shown session, copy, scroll.
+(function () {
+  "use strict";
+  let socket = null;
+
+  function currentSessionId() {
+    const field = document.getElementById("composer-session");
+    return field ? field.value : "";
+  }
+
+  function lastAnswer() {
+    const answers = document.querySelectorAll("#messages [data-testid=assistant-message]");
+    return answers.length ? answers[answers.length - 1] : null;
+  }
+
+  // Tell the server which session this page shows, so it streams that one (again, after a
+  // reconnect: it then re-sends whatever changed while we were away).
+  function watch() {
+    if (!socket) return;
+    const last = lastAnswer();
+    socket.send(JSON.stringify({
+      action: "watch",
+      session_id: currentSessionId(),
+      last_run_id: last ? last.dataset.runId : "",
+      last_run_status: last ? last.dataset.runStatus : "",
+    }));
+  }
+
+  function nearBottom(el) {
+    return el.scrollHeight - el.scrollTop - el.clientHeight < 120;
+  }
+
+  function scrollToEnd(force) {
+    const box = document.getElementById("messages");
+    if (box && (force || box.dataset.stick !== "false")) box.scrollTop = box.scrollHeight;
+  }
+
+  function followSession() {
+    const id = currentSessionId();
+    if (!id) return;
+    const path = "/s/" + id + "/";
+    if (window.location.pathname !== path) history.pushState({}, "", path);
+    document.querySelectorAll("#session-list .session-item").forEach(function (item) {
+      item.classList.toggle("current", item.dataset.sessionId === id);
+    });
+    const conversation = document.getElementById("conversation");
+    if (conversation) conversation.dataset.sessionId = id;
+  }
+
+  document.addEventListener("htmx:wsOpen", function (event) {
+    socket = event.detail.socketWrapper;
+    watch();
+  });
+  document.addEventListener("htmx:wsClose", function () { socket = null; });
+
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    followSession();
+    scrollToEnd(false);
+  });
+
+  document.addEventListener("htmx:wsAfterSend", function (event) {
+    const form = event.target.closest && event.target.closest("#composer");
+    if (form && event.target === form) {
+      form.querySelector("textarea").value = "";
+      scrollToEnd(true);
+    }
+  });
+
+  // A new conversation pane (sidebar click, back/forward): watch its session.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.detail.target && event.detail.target.id === "pane") {
+      watch();
+      followSession();
+      scrollToEnd(true);
+    }
+  });
+
+  document.addEventListener("keydown", function (event) {
+    const box = event.target;
+    if (box.matches && box.matches("[data-testid=chat-input]") && event.key === "Enter"
+        && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      const send = document.querySelector("[data-testid=chat-send]");
+      if (send && !send.disabled && box.value.trim()) box.form.requestSubmit();
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    const done = function () {
+      button.textContent = "Copied";
+      setTimeout(function () { button.textContent = "Copy"; }, 1500);
+    };
+    if (navigator.clipboard) navigator.clipboard.writeText(button.dataset.copy).then(done, done);
+  });
+
+  document.addEventListener("scroll", function (event) {
+    const box = event.target;
+    if (box.id === "messages") box.dataset.stick = nearBottom(box) ? "true" : "false";
+  }, true);
+
+  window.addEventListener("popstate", function () { window.location.reload(); });
+  document.addEventListener("DOMContentLoaded", function () { scrollToEnd(true); });
+})();
