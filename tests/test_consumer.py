@@ -60,7 +60,9 @@ class Tab:
     def text_of(self, run_id: str) -> str:
         """The answer as this tab would show it: snapshot plus every streamed piece after it."""
         text = ""
-        snapshot = re.compile(rf'<span id="run-{run_id}-text" class="stream-text">(.*?)</span>', re.S)
+        snapshot = re.compile(
+            rf'<span id="run-{run_id}-text" class="stream-text">(.*?)</span>', re.S
+        )
         piece = re.compile(rf'<span hx-swap-oob="beforeend:#run-{run_id}-text">(.*?)</span>', re.S)
         for frame in self.frames:
             found = snapshot.search(frame)
