@@ -1,0 +1,188 @@
+"""The chat pages and their htmx fragments, through Django's test client."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from sessions_app.models import Agent, Message, Run, RunStatus, Session
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def agent(db) -> Agent:
+    agent, _ = Agent.objects.update_or_create(
+        is_default=True, defaults={"name": "Assistant", "model": "scripted", "instructions": ""}
+    )
+    return agent
+
+
+def make_session(user, agent, name="", turns=(("hi", "hello"),), status=RunStatus.COMPLETED):
+    session = Session.objects.create(user=user, agent=agent, session_name=name)
+    for position, (question, answer) in enumerate(turns, start=1):
+        run = Run.objects.create(
+            session=session,
+            user=user,
+            agent=agent,
+            position=position,
+            status=status,
+            input=question,
+            content=answer,
+            output_tokens=3,
+            duration=0.5,
+            time_to_first_token=0.1,
+        )
+        Message.objects.create(run=run, session=session, order=0, role="user", content=question)
+        Message.objects.create(run=run, session=session, order=1, role="assistant", content=answer)
+    return session
+
+
+@pytest.fixture
+def alice_client(alice) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+def test_the_chat_page_requires_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/"
+
+
+def test_a_session_page_shows_its_history_rendered_and_sanitized(alice, agent, alice_client):
+    session = make_session(
+        alice,
+        agent,
+        name="Greetings",
+        turns=[("hi", "**Hello** <script>alert(1)</script> <img src=x onerror=alert(1)>")],
+    )
+    response = alice_client.get(f"/s/{session.session_id}/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert 'data-testid="session-title"' in body and "Greetings" in body
+    assert "<strong>Hello</strong>" in body
+    assert "<script>alert(1)</script>" not in body and "<img src=x" not in body
+    assert "&lt;script&gt;" in body
+    run = session.runs.get()
+    assert f'data-run-id="{run.run_id}" data-run-status="completed"' in body
+    assert 'data-testid="run-metrics"' in body and "3 tokens" in body
+
+
+def test_someone_elses_session_page_is_404(alice, bob, agent, alice_client):
+    session = make_session(bob, agent, name="Bob's")
+    assert alice_client.get(f"/s/{session.session_id}/").status_code == 404
+
+
+def test_the_sidebar_lists_only_my_sessions_newest_first(alice, bob, agent, alice_client):
+    make_session(alice, agent, name="Alpha chat")
+    make_session(alice, agent, name="Beta chat")
+    make_session(bob, agent, name="bob's secret")
+    body = alice_client.get("/").content.decode()
+    assert body.index("Beta chat") < body.index("Alpha chat")
+    assert "bob's secret" not in body
+
+
+def test_the_sidebar_pages_as_you_scroll(alice, agent, alice_client):
+    for n in range(35):
+        make_session(alice, agent, name=f"chat {n:02d}", turns=())
+    first = alice_client.get("/").content.decode()
+    assert first.count('data-testid="session-item"') == 30
+    assert 'hx-trigger="revealed"' in first and "page=2" in first
+    second = alice_client.get("/sessions/?page=2", HTTP_HX_REQUEST="true").content.decode()
+    assert second.count('data-testid="session-item"') == 5
+    assert 'hx-trigger="revealed"' not in second
+
+
+def test_the_sidebar_search_looks_at_titles_and_message_text(alice, agent, alice_client):
+    make_session(alice, agent, name="Paris trip", turns=(("flights?", "try Tuesday"),))
+    make_session(alice, agent, name="Recipes", turns=(("pancakes", "eggs, milk, flour"),))
+    by_title = alice_client.get("/sessions/?q=paris").content.decode()
+    by_text = alice_client.get("/sessions/?q=flour").content.decode()
+    assert "Paris trip" in by_title and "Recipes" not in by_title
+    assert "Recipes" in by_text and "Paris trip" not in by_text
+    assert "No chats match" in alice_client.get("/sessions/?q=zzz").content.decode()
+
+
+def test_rename_updates_the_header_and_the_sidebar(alice, agent, alice_client):
+    session = make_session(alice, agent, name="old name")
+    response = alice_client.post(
+        f"/s/{session.session_id}/rename", {"session_name": "  New name  "}, HTTP_HX_REQUEST="true"
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert 'data-testid="session-title"' in body and "New name" in body
+    assert 'hx-swap-oob="outerHTML"' in body
+    session.refresh_from_db()
+    assert session.session_name == "New name"
+    empty = alice_client.post(f"/s/{session.session_id}/rename", {"session_name": " "})
+    assert empty.status_code == 422
+
+
+def test_rename_and_delete_of_someone_elses_session_are_404(alice, bob, agent, alice_client):
+    session = make_session(bob, agent, name="bob's")
+    assert (
+        alice_client.post(f"/s/{session.session_id}/rename", {"session_name": "x"}).status_code
+        == 404
+    )
+    assert alice_client.post(f"/s/{session.session_id}/delete").status_code == 404
+    assert Session.objects.filter(pk=session.pk, session_name="bob's").exists()
+
+
+def test_delete_removes_the_session_and_sends_the_browser_home(alice, agent, alice_client):
+    session = make_session(alice, agent)
+    response = alice_client.post(f"/s/{session.session_id}/delete", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == "/"
+    assert not Session.objects.filter(pk=session.pk).exists()
+    assert not Message.objects.filter(session_id=session.pk).exists()
+
+
+def test_a_session_with_an_answer_in_progress_cannot_be_deleted(alice, agent, alice_client):
+    session = make_session(alice, agent, status=RunStatus.RUNNING)
+    response = alice_client.post(f"/s/{session.session_id}/delete", HTTP_HX_REQUEST="true")
+    assert response.status_code == 409
+    assert Session.objects.filter(pk=session.pk).exists()
+
+
+def test_writes_need_the_csrf_token(alice, agent):
+    session = make_session(alice, agent, name="keep")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    assert client.post(f"/s/{session.session_id}/delete").status_code == 403
+    assert Session.objects.filter(pk=session.pk).exists()
+
+
+def test_thumbs_are_stored_on_the_run_and_can_be_taken_back(alice, agent, alice_client):
+    session = make_session(alice, agent)
+    run = session.runs.get()
+    up = alice_client.post(f"/runs/{run.run_id}/feedback", {"rating": "1"})
+    assert up.status_code == 200
+    assert 'data-testid="feedback-up" aria-pressed="true"' in up.content.decode()
+    run.refresh_from_db()
+    assert run.feedback_rating == 1 and run.feedback_at is not None
+    alice_client.post(f"/runs/{run.run_id}/feedback", {"rating": "-1"})
+    run.refresh_from_db()
+    assert run.feedback_rating == -1
+    alice_client.post(f"/runs/{run.run_id}/feedback", {"rating": "0"})
+    run.refresh_from_db()
+    assert run.feedback_rating is None
+    assert alice_client.post(f"/runs/{run.run_id}/feedback", {"rating": "5"}).status_code == 422
+
+
+def test_thumbs_on_someone_elses_run_are_404(alice, bob, agent, alice_client):
+    run = make_session(bob, agent).runs.get()
+    assert alice_client.post(f"/runs/{run.run_id}/feedback", {"rating": "1"}).status_code == 404
+    run.refresh_from_db()
+    assert run.feedback_rating is None
+
+
+def test_an_htmx_sidebar_click_gets_only_the_conversation(alice, agent, alice_client):
+    session = make_session(alice, agent, name="partial")
+    response = alice_client.get(
+        f"/s/{session.session_id}/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="pane"
+    )
+    body = response.content.decode()
+    assert 'id="conversation"' in body and "<html" not in body
+    assert 'data-testid="session-list"' not in body
