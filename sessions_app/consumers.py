@@ -166,8 +166,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         parts = [] if unchanged else [rendering.render_messages(views)]
         parts.append(rendering.render_composer_actions(str(active.run_id) if active else None))
         if new:
-            parts.append(rendering.render_session_marker(session))
-            parts.append(rendering.render_session_item(session, current=True, oob=True))
+            parts.append(rendering.render_new_session(session))
         await self.send(text_data="".join(parts))
 
     # Events from the group

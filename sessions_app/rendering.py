@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.template.loader import render_to_string
-from django.utils.html import escape, format_html
+from django.utils.html import format_html
 
 from sessions_app.models import Run, RunStatus, Session
 from sessions_app.services.markdown import render_markdown
@@ -88,11 +88,19 @@ def render_notice(message: str) -> str:
     )
 
 
-def render_session_marker(session: Session) -> str:
-    """Tells the page which session it now shows (after a first message created one)."""
-    return format_html(
-        '<input type="hidden" id="composer-session" name="session_id" value="{}" '
-        'hx-swap-oob="true" data-title="{}">',
-        session.session_id,
-        escape(session_title(session)),
+def render_new_session(session: Session) -> str:
+    """A first message created a session: the page now shows it (header, sidebar, composer)."""
+    header = render_to_string(
+        "sessions_app/_conv_header.html", {"session": session, "title": session_title(session)}
+    )
+    return (
+        format_html(
+            '<input type="hidden" id="composer-session" name="session_id" value="{}" '
+            'hx-swap-oob="true">',
+            session.session_id,
+        )
+        + f'<header id="conv-header" hx-swap-oob="innerHTML">{header}</header>'
+        + '<div id="session-list-empty" hx-swap-oob="delete"></div>'
+        + '<div id="agent-picker" hx-swap-oob="delete"></div>'
+        + render_session_item(session, current=True, oob=True)
     )
