@@ -118,7 +118,13 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
+                # blocking pop: without a longer one, idle receives fail with TimeoutError.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+                "capacity": 1000,
+                "expiry": 30,
+            },
         }
     }
 else:

@@ -136,16 +136,20 @@ async def test_a_cancel_from_another_process_stops_the_run(alice, agent, upstrea
 
 SERVER_THAT_DIES = textwrap.dedent(
     """
-    import asyncio, django, sys
+    import asyncio, django, os, sys
     django.setup()
     from django.contrib.auth import get_user_model
-    from sessions_app.services import runs
+    from sessions_app.services import realtime, runs
 
     async def main():
         user = await get_user_model().objects.aget(username="alice")
         handle = await runs.start_run(user, "tell me a long story")
         print(handle.run_id, flush=True)
         await handle.wait()
+        await realtime.drain()
+        # Skip the loop's teardown, where a Redis client's cancelled blocking read can keep it
+        # waiting: everything this process had to say has been said.
+        os._exit(0)
 
     asyncio.run(main())
     """
@@ -218,16 +222,18 @@ def test_a_live_process_elsewhere_keeps_its_run_until_it_goes_stale(alice, agent
 
 CONTINUE_IN_NEW_PROCESS = textwrap.dedent(
     """
-    import asyncio, django, sys
+    import asyncio, django, os, sys
     django.setup()
     from django.contrib.auth import get_user_model
-    from sessions_app.services import runs
+    from sessions_app.services import realtime, runs
 
     async def main():
         user = await get_user_model().objects.aget(username="alice")
         handle = await runs.start_run(user, "What was my last question?", session_id=sys.argv[1])
         run = await handle.wait()
         print(run.status, flush=True)
+        await realtime.drain()
+        os._exit(0)
 
     asyncio.run(main())
     """

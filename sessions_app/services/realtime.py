@@ -28,11 +28,13 @@ def group_name(session_id: Any) -> str:
     return f"session.{uuid.UUID(str(session_id)).hex}"
 
 
-def worker_channel(worker_id: str) -> str:
-    return "parley.worker." + uuid.uuid5(uuid.NAMESPACE_URL, worker_id).hex
+def worker_group(worker_id: str) -> str:
+    """Where a process listens for snapshot requests about the runs it streams."""
+    return "worker." + uuid.uuid5(uuid.NAMESPACE_URL, worker_id).hex
 
 
-WORKER_CHANNEL = worker_channel(liveness.WORKER_ID)
+# Redis forgets group members after a day; rejoin well before that.
+REJOIN_EVERY = 3600.0
 
 
 def forward(event: streams.Event) -> None:
@@ -58,19 +60,39 @@ async def _pump(queue: asyncio.Queue[streams.Event]) -> None:
             )
         except Exception:
             log.exception("could not forward a run event")
+        finally:
+            queue.task_done()
+
+
+async def drain(timeout: float = 5.0) -> None:
+    """Wait until every event published so far has left this process."""
+    if _queue is not None:
+        await asyncio.wait_for(_queue.join(), timeout)
 
 
 async def _serve_snapshots() -> None:
-    """Answer other processes asking what a run of ours has streamed so far."""
+    """Answer other processes asking what a run of ours has streamed so far.
+
+    The listening channel is process-local (`new_channel`): receiving on it is cancellable, so
+    the process can stop cleanly; the group gives it a name other processes can compute.
+    """
     layer = get_channel_layer()
+    channel = await layer.new_channel()
+    group = worker_group(liveness.WORKER_ID)
+    joined: float | None = None
+    loop = asyncio.get_running_loop()
     while True:
         try:
-            request = await layer.receive(WORKER_CHANNEL)
+            if joined is None or loop.time() - joined > REJOIN_EVERY:
+                await layer.group_add(group, channel)
+                joined = loop.time()
+            request = await layer.receive(channel)
+            await layer.send(request["reply_to"], snapshot_message(request["run_id"]))
+        except asyncio.CancelledError:
+            raise
         except Exception:
             log.exception("snapshot channel failed")
             await asyncio.sleep(1)
-            continue
-        await layer.send(request["reply_to"], snapshot_message(request["run_id"]))
 
 
 def snapshot_message(run_id: Any) -> dict[str, Any]:
@@ -87,7 +109,7 @@ def snapshot_message(run_id: Any) -> dict[str, Any]:
 
 
 async def request_snapshot(worker_id: str, run_id: Any, reply_to: str) -> None:
-    await get_channel_layer().send(
-        worker_channel(worker_id),
+    await get_channel_layer().group_send(
+        worker_group(worker_id),
         {"type": "snapshot.request", "run_id": str(run_id), "reply_to": reply_to},
     )
