@@ -121,7 +121,9 @@ if REDIS_URL:
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
                 # blocking pop: without a longer one, idle receives fail with TimeoutError.
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+                "hosts": [
+                    {"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}
+                ],
                 "capacity": 1000,
                 "expiry": 30,
             },

@@ -64,10 +64,10 @@ async def _pump(queue: asyncio.Queue[streams.Event]) -> None:
             queue.task_done()
 
 
-async def drain(timeout: float = 5.0) -> None:
-    """Wait until every event published so far has left this process."""
+async def drain() -> None:
+    """Wait (5 s at most) until every event published so far has left this process."""
     if _queue is not None:
-        await asyncio.wait_for(_queue.join(), timeout)
+        await asyncio.wait_for(_queue.join(), 5.0)
 
 
 async def _serve_snapshots() -> None:
