@@ -155,6 +155,8 @@ PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)
 PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 60.0)
 PARLEY_MAX_INPUT_CHARS = envint("PARLEY_MAX_INPUT_CHARS", 32000)
 PARLEY_ADMIN_PASSWORD = os.getenv("PARLEY_ADMIN_PASSWORD", "")
+# Ask the model for a short title after a session's first answer.
+PARLEY_GENERATE_TITLES = envbool("PARLEY_GENERATE_TITLES", "True")
 PARLEY_SIGNUP_ENABLED = envbool("PARLEY_SIGNUP_ENABLED", "True")
 # Runs a user may start per minute (REST API and WebSocket alike); 0 turns the limit off.
 PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)

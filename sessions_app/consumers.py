@@ -137,7 +137,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = realtime.group_name(session.session_id)
         # Join first, then look: any event published after this point reaches us.
         await self.channel_layer.group_add(self.group, self.channel_name)
-        runs_now = await database_sync_to_async(_session_runs)(session)
+        runs_now, used = await database_sync_to_async(_session_runs)(session)
         last = runs_now[-1] if runs_now else None
         active = last if last is not None and last.status in ACTIVE_STATUSES else None
         views = []
@@ -156,7 +156,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     SNAPSHOT_TIMEOUT, lambda r=run: asyncio.ensure_future(self.snapshot_timeout(r))
                 )
                 self.seen[run_id] = run.content_seq
-            views.append(rendering.run_view(run))
+            views.append(rendering.run_view(run, tools=used.get(run_id)))
         unchanged = (
             active is None
             and last is not None
@@ -209,11 +209,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 content=event.get("content", ""),
                 error=event.get("error", ""),
                 metrics=event.get("metrics"),
+                tools=event.get("tools"),
             )
             html = rendering.render_assistant(view, oob=True) + rendering.render_composer_actions(
                 None
             )
         await self.send(text_data=html)
+
+    async def session_renamed(self, message: dict[str, Any]) -> None:
+        if message["session_id"] != self.session_id:
+            return
+        session = await Session.objects.aget(pk=message["session_id"])
+        await self.send(text_data=rendering.render_title(session))
 
     async def run_snapshot(self, message: dict[str, Any]) -> None:
         run_id = message["run_id"]
@@ -247,5 +254,5 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.show(event)
 
 
-def _session_runs(session: Session) -> list[Run]:
-    return list(session.runs.order_by("position"))
+def _session_runs(session: Session) -> tuple[list[Run], dict[str, list[dict[str, str]]]]:
+    return list(session.runs.order_by("position")), rendering.tools_by_run(session)

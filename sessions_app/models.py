@@ -27,6 +27,14 @@ class Agent(models.Model):
     enable_session_summaries = models.BooleanField(default=False)
     session_state = models.JSONField(default=dict, blank=True, help_text="Initial session state.")
     add_session_state_to_context = models.BooleanField(default=False)
+    enable_agentic_state = models.BooleanField(
+        default=False, help_text="Offer the model a tool to change the session state."
+    )
+    add_past_sessions_to_context = models.BooleanField(
+        default=False,
+        help_text="For models without function calling: put the past sessions that "
+        "search_session_history would offer as a tool into the system message instead.",
+    )
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -43,12 +51,22 @@ class Agent(models.Model):
         return self.name
 
 
+class NameSource(models.TextChoices):
+    FIRST_MESSAGE = "first_message"
+    MODEL = "model"
+    USER = "user"
+
+
 class Session(models.Model):
     session_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session_type = models.CharField(max_length=20, default="agent", editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="sessions")
     session_name = models.CharField(max_length=200, blank=True)
+    # Who named it: a user's rename is never overwritten by a generated title.
+    name_source = models.CharField(
+        max_length=16, choices=NameSource.choices, default=NameSource.FIRST_MESSAGE
+    )
     session_state = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     summary = models.JSONField(null=True, blank=True)
@@ -123,6 +141,8 @@ class Run(TokenMetrics):
     )
     feedback_comment = models.TextField(blank=True)
     feedback_at = models.DateTimeField(null=True, blank=True)
+    # The session state as this run left it, so the state at any run can be looked up.
+    session_state = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "position"]

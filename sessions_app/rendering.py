@@ -7,16 +7,36 @@ from typing import Any
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
-from sessions_app.models import Run, RunStatus, Session
+from sessions_app.models import Message, Run, RunStatus, Session
 from sessions_app.services.markdown import render_markdown
 from sessions_app.services.runs import run_metrics
 from sessions_app.services.sessions import session_title
 
 
-def run_view(run: Run, *, streaming_text: str | None = None) -> dict[str, Any]:
+def tools_by_run(session: Session) -> dict[str, list[dict[str, str]]]:
+    """The tool calls of every run of a session, in one query, for folding under answers."""
+    used: dict[str, list[dict[str, str]]] = {}
+    rows = (
+        Message.objects.filter(session=session, tool_calls__isnull=False)
+        .order_by("run__position", "order")
+        .values_list("run_id", "tool_calls")
+    )
+    for run_id, calls in rows:
+        for call in calls or ():
+            function = call.get("function", {})
+            used.setdefault(str(run_id), []).append(
+                {"name": function.get("name", ""), "arguments": function.get("arguments", "")}
+            )
+    return used
+
+
+def run_view(
+    run: Run, *, streaming_text: str | None = None, tools: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
     """What the templates need of one run; `streaming_text` overrides the saved partial."""
     active = run.status in (RunStatus.PENDING, RunStatus.RUNNING)
     return answer_view(
+        tools=tools,
         run_id=str(run.run_id),
         status=run.status,
         input=run.input,
@@ -36,9 +56,11 @@ def answer_view(
     error: str = "",
     metrics: dict[str, Any] | None = None,
     rating: int | None = None,
+    tools: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     active = status in (RunStatus.PENDING, RunStatus.RUNNING)
     return {
+        "tools": tools or [],
         "run_id": run_id,
         "status": status.lower(),
         "active": active,
@@ -70,7 +92,8 @@ def render_composer_actions(active_run_id: str | None) -> str:
     )
 
 
-def render_session_item(session: Session, *, current: bool = False, oob: bool = False) -> str:
+def render_session_item(session: Session, *, current: bool = False, oob: str = "") -> str:
+    """One sidebar entry; `oob` is "afterbegin" (a new chat on top) or "outerHTML" (changed)."""
     return render_to_string(
         "sessions_app/_session_item.html", {"s": session, "current": current, "oob": oob}
     )
@@ -102,5 +125,14 @@ def render_new_session(session: Session) -> str:
         + f'<header id="conv-header" hx-swap-oob="innerHTML">{header}</header>'
         + '<div id="session-list-empty" hx-swap-oob="delete"></div>'
         + '<div id="agent-picker" hx-swap-oob="delete"></div>'
-        + render_session_item(session, current=True, oob=True)
+        + render_session_item(session, current=True, oob="afterbegin")
     )
+
+
+def render_title(session: Session) -> str:
+    """A new title for the header and the sidebar entry of the session shown."""
+    return format_html(
+        '<h1 class="session-title" data-testid="session-title" id="session-title" '
+        'hx-swap-oob="true">{}</h1>',
+        session_title(session),
+    ) + render_session_item(session, current=True, oob="outerHTML")

@@ -19,7 +19,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from sessions_app.llm import client as llm
 from sessions_app.models import Agent, Session
-from sessions_app.rendering import render_session_item, run_view
+from sessions_app.rendering import render_session_item, run_view, tools_by_run
 from sessions_app.services import feedback, sessions
 from sessions_app.services.access import NotFound, get_run_for_user, get_session_for_user
 
@@ -89,8 +89,12 @@ def _conversation_context(request: HttpRequest, session: Session | None) -> dict
             "title": "New chat",
         }
     else:
+        used = tools_by_run(session)
         context |= {
-            "runs": [run_view(run) for run in session.runs.order_by("position")],
+            "runs": [
+                run_view(run, tools=used.get(str(run.run_id)))
+                for run in session.runs.order_by("position")
+            ],
             "agent_name": session.agent.name,
             "title": sessions.session_title(session),
             "current_id": session.session_id,
@@ -144,10 +148,7 @@ def session_rename(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
         {"session": session, "title": sessions.session_title(session)},
     )
     # The sidebar shows the new name too.
-    replaced = render_session_item(session, current=True).replace(
-        "<li ", '<li hx-swap-oob="outerHTML" ', 1
-    )
-    response.write(replaced)
+    response.write(render_session_item(session, current=True, oob="outerHTML"))
     return response
 
 

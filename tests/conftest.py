@@ -27,6 +27,8 @@ def upstream(upstream_server: ScriptedUpstream, settings) -> ScriptedUpstream:
     settings.LLM_API_KEY = "test-key"
     settings.LLM_READ_TIMEOUT = 10.0
     settings.PARLEY_CHECKPOINT_INTERVAL = 1.0
+    # Titles are extra model calls; the tests about them turn them back on.
+    settings.PARLEY_GENERATE_TITLES = False
     return upstream_server
 
 

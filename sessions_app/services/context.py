@@ -10,7 +10,8 @@ import json
 import re
 from typing import Any
 
-from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session
+from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
+from sessions_app.services import tools
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -34,7 +35,9 @@ def fill_placeholders(text: str, values: dict[str, Any]) -> str:
     return _PLACEHOLDER.sub(substitute, text)
 
 
-def system_message(agent: Agent, session: Session, username: str) -> dict[str, Any] | None:
+def system_message(
+    agent: Agent, session: Session, username: str, extra: str | None = None
+) -> dict[str, Any] | None:
     state = session.session_state or {}
     parts: list[str] = []
     if agent.instructions.strip():
@@ -48,6 +51,8 @@ def system_message(agent: Agent, session: Session, username: str) -> dict[str, A
         )
     if agent.add_session_state_to_context:
         parts.append(f"<session_state>\n{json.dumps(state, sort_keys=True)}\n</session_state>")
+    if extra:
+        parts.append(extra)
     if not parts:
         return None
     return {"role": "system", "content": "\n\n".join(parts)}
@@ -106,10 +111,13 @@ def as_openai(message: Message) -> dict[str, Any]:
 
 
 def build_messages(
-    agent: Agent, session: Session, run_position: int, new_input: str, username: str
+    agent: Agent, session: Session, run_position: int, new_input: str, user: User
 ) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
-    system = system_message(agent, session, username)
+    past = None
+    if agent.search_session_history and agent.add_past_sessions_to_context:
+        past = tools.past_sessions_block(user, agent, session.session_id)
+    system = system_message(agent, session, user.get_username(), past)
     if system is not None:
         messages.append(system)
     messages.extend(as_openai(m) for m in history_messages(agent, session, run_position))

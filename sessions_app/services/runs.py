@@ -35,7 +35,7 @@ from sessions_app.models import (
     Session,
     User,
 )
-from sessions_app.services import liveness, streams
+from sessions_app.services import liveness, memory, streams, tools
 from sessions_app.services.access import NotFound, get_agent_for_user, get_run_for_user
 from sessions_app.services.access import get_session_for_user as gate_session
 from sessions_app.services.context import build_messages
@@ -81,6 +81,8 @@ class _Plan:
     session: Session
     assistant_message_id: int
     messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    next_order: int = 2
 
 
 @dataclass
@@ -204,8 +206,14 @@ def _create_run_once(
         )
         # Bumps updated_at so the session sorts first, and keeps any merged state.
         session.save(update_fields=["session_state", "updated_at"])
-        messages = build_messages(agent, session, run.position, text, user.get_username())
-    return _Plan(run=run, session=session, assistant_message_id=assistant.pk, messages=messages)
+        messages = build_messages(agent, session, run.position, text, user)
+    return _Plan(
+        run=run,
+        session=session,
+        assistant_message_id=assistant.pk,
+        messages=messages,
+        tools=tools.tool_specs(agent),
+    )
 
 
 class _Coalescer:
@@ -237,28 +245,84 @@ class _Coalescer:
             self.last_flush = time.monotonic()
 
 
+@dataclass
+class _Call:
+    """One request to the model within a run, as it will be recorded in LLMCall."""
+
+    usage: llm.Usage
+    model: str
+    time_to_first_token: float | None
+    duration: float
+    ok: bool
+    error: str = ""
+
+
+# A model that keeps calling tools gets this many rounds, then must answer.
+MAX_TOOL_ROUNDS = 5
+
+
 async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
     run = plan.run
     coalescer = _Coalescer(stream, settings.PARLEY_COALESCE_INTERVAL)
-    parts: list[str] = []
-    end: llm.StreamEnd | None = None
+    parts: list[str] = []  # everything the user saw streamed, across tool rounds
+    calls: list[_Call] = []
+    messages = list(plan.messages)
     status, error = RunStatus.COMPLETED, ""
     started = time.perf_counter()
     first_token: float | None = None
     last_checkpoint = time.monotonic()
+    checkpoint_every = settings.PARLEY_CHECKPOINT_INTERVAL
+    assistant_id = plan.assistant_message_id
+    round_text: list[str] = []
     try:
-        async for item in llm.stream_chat(run.model, plan.messages):
-            if isinstance(item, llm.Delta):
-                if first_token is None:
-                    first_token = time.perf_counter() - started
-                parts.append(item.content)
-                coalescer.add(item.content)
-                if time.monotonic() - last_checkpoint >= settings.PARLEY_CHECKPOINT_INTERVAL:
-                    last_checkpoint = time.monotonic()
-                    if not await _checkpoint(run.run_id, "".join(parts), stream.seq):
-                        raise asyncio.CancelledError
-            elif isinstance(item, llm.StreamEnd):
-                end = item
+        for round_number in range(MAX_TOOL_ROUNDS + 1):
+            round_text = []
+            end: llm.StreamEnd | None = None
+            asked: list[dict[str, Any]] = []
+            offered = plan.tools if round_number < MAX_TOOL_ROUNDS else []
+            call_started = time.perf_counter()
+            call_first: float | None = None
+            try:
+                async for item in llm.stream_chat(run.model, messages, offered or None):
+                    if isinstance(item, llm.Delta):
+                        now = time.perf_counter()
+                        if first_token is None:
+                            first_token = now - started
+                        if call_first is None:
+                            call_first = now - call_started
+                        parts.append(item.content)
+                        round_text.append(item.content)
+                        coalescer.add(item.content)
+                        if time.monotonic() - last_checkpoint >= checkpoint_every:
+                            last_checkpoint = time.monotonic()
+                            if not await _checkpoint(run.run_id, "".join(parts), stream.seq):
+                                raise asyncio.CancelledError
+                    elif isinstance(item, llm.ToolCallsDelta):
+                        asked = item.tool_calls
+                    elif isinstance(item, llm.StreamEnd):
+                        end = item
+            finally:
+                calls.append(
+                    _record(
+                        run,
+                        messages,
+                        "".join(round_text),
+                        end,
+                        call_first,
+                        time.perf_counter() - call_started,
+                    )
+                )
+            if not asked:
+                break
+            reply = {
+                "role": "assistant",
+                "content": "".join(round_text) or None,
+                "tool_calls": asked,
+            }
+            results, assistant_id = await database_sync_to_async(_run_tools)(
+                plan, assistant_id, "".join(round_text), asked
+            )
+            messages += [reply, *results]
     except asyncio.CancelledError:
         entry = _active.get(run.run_id)
         user_cancelled = entry is not None and entry.cancel_requested
@@ -272,26 +336,84 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
         status, error = RunStatus.ERROR, "Parley failed while generating this answer."
     finally:
         coalescer.flush()
+    if calls and status != RunStatus.COMPLETED:
+        calls[-1].ok, calls[-1].error = False, error
     content = "".join(parts)
-    duration = time.perf_counter() - started
     try:
         # Shielded: a second cancel (say, the server stopping) must not lose the answer.
         await asyncio.shield(
             database_sync_to_async(_finish_run)(
-                plan, status, content, error, end, first_token, duration
+                plan, status, content, error, calls, assistant_id, "".join(round_text), first_token
             )
         )
     finally:
         _active.pop(run.run_id, None)
-    saved = await Run.objects.aget(pk=run.run_id)
+    saved = await Run.objects.select_related("agent").aget(pk=run.run_id)
+    used = [
+        {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+        for m in messages
+        for c in m.get("tool_calls") or ()
+    ]
     if status == RunStatus.COMPLETED:
-        stream.publish("RunCompleted", content=content, metrics=run_metrics(saved))
+        stream.publish("RunCompleted", content=content, metrics=run_metrics(saved), tools=used)
     elif status == RunStatus.CANCELLED:
-        stream.publish("RunCancelled", content=content, metrics=run_metrics(saved))
+        stream.publish("RunCancelled", content=content, metrics=run_metrics(saved), tools=used)
     else:
         stream.publish(
-            "RunError", error=error, status=status, content=content, metrics=run_metrics(saved)
+            "RunError",
+            error=error,
+            status=status,
+            content=content,
+            metrics=run_metrics(saved),
+            tools=used,
         )
+    memory.after_run(saved)
+
+
+def _record(
+    run: Run,
+    messages: list[dict[str, Any]],
+    text: str,
+    end: llm.StreamEnd | None,
+    first: float | None,
+    duration: float,
+) -> _Call:
+    if end is not None:
+        return _Call(end.usage, end.model or run.model, first, duration, ok=True)
+    # The upstream never reported usage for a broken or stopped answer: count what we have.
+    usage = llm.Usage(
+        input_tokens=sum(len(m.get("content") or "") for m in messages) // 4,
+        output_tokens=(len(text) + 3) // 4,
+        estimated=True,
+    )
+    return _Call(usage, run.model, first, duration, ok=False)
+
+
+def _run_tools(
+    plan: _Plan, assistant_id: int, text: str, asked: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int]:
+    """Store the model's tool calls, run them, store their results; a new answer row follows."""
+    run = plan.run
+    results: list[dict[str, Any]] = []
+    with transaction.atomic():
+        Message.objects.filter(pk=assistant_id).update(content=text, tool_calls=asked)
+        for call in asked:
+            result = tools.run_tool(run, call)
+            Message.objects.create(
+                run=run,
+                session_id=run.session_id,
+                order=plan.next_order,
+                role=Role.TOOL,
+                content=result,
+                tool_call_id=call.get("id", ""),
+            )
+            plan.next_order += 1
+            results.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": result})
+        answer = Message.objects.create(
+            run=run, session_id=run.session_id, order=plan.next_order, role=Role.ASSISTANT
+        )
+        plan.next_order += 1
+    return results, answer.pk
 
 
 async def _checkpoint(run_id: uuid.UUID, content: str, seq: int) -> bool:
@@ -311,80 +433,71 @@ def _finish_run(
     status: str,
     content: str,
     error: str,
-    end: llm.StreamEnd | None,
+    calls: list[_Call],
+    assistant_id: int,
+    final_text: str,
     first_token: float | None,
-    duration: float,
 ) -> None:
     run = plan.run
-    if end is not None:
-        usage = end.usage
-        model = end.model or run.model
-    else:
-        # The upstream never reported usage for a broken or stopped answer: count what we have.
-        usage = llm.Usage(
-            input_tokens=sum(len(m.get("content") or "") for m in plan.messages) // 4,
-            output_tokens=(len(content) + 3) // 4,
-            estimated=True,
-        )
-        model = run.model
     with transaction.atomic():
-        LLMCall.objects.create(
-            run=run,
-            session_id=run.session_id,
-            user_id=run.user_id,
-            agent_id=run.agent_id,
-            kind=CallKind.CHAT,
-            model=model,
-            model_provider=run.model_provider,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            total_tokens=usage.total_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            reasoning_tokens=usage.reasoning_tokens,
-            time_to_first_token=first_token,
-            duration=duration,
-            usage_estimated=usage.estimated,
-            cost=llm.price(model, usage),
-            ok=status == RunStatus.COMPLETED,
-            error=error,
+        LLMCall.objects.bulk_create(
+            LLMCall(
+                run=run,
+                session_id=run.session_id,
+                user_id=run.user_id,
+                agent_id=run.agent_id,
+                kind=CallKind.CHAT,
+                model=call.model,
+                model_provider=run.model_provider,
+                input_tokens=call.usage.input_tokens,
+                output_tokens=call.usage.output_tokens,
+                total_tokens=call.usage.total_tokens,
+                cache_read_tokens=call.usage.cache_read_tokens,
+                reasoning_tokens=call.usage.reasoning_tokens,
+                time_to_first_token=call.time_to_first_token,
+                duration=call.duration,
+                usage_estimated=call.usage.estimated,
+                cost=llm.price(call.model, call.usage),
+                ok=call.ok,
+                error=call.error,
+            )
+            for call in calls
         )
-        totals = _call_totals(run.run_id)
+        state = (
+            Session.objects.filter(pk=run.session_id)
+            .values_list("session_state", flat=True)
+            .first()
+        )
         Run.objects.filter(pk=run.run_id, status__in=ACTIVE_STATUSES).update(
             status=status,
             content=content,
             error=error,
             finished_at=timezone.now(),
             content_seq=0,
-            **totals,
+            session_state=state,
+            # The run's first token is the first the user saw, whatever tool rounds came first.
+            **{**_totals(calls), "time_to_first_token": first_token},
         )
-        Message.objects.filter(pk=plan.assistant_message_id).update(content=content)
+        Message.objects.filter(pk=assistant_id).update(content=final_text)
         Session.objects.filter(pk=run.session_id).update(updated_at=timezone.now())
 
 
-def _call_totals(run_id: uuid.UUID) -> dict[str, Any]:
-    """A run's metrics are the sum of its model calls (several, once tools are in play)."""
-    sums = LLMCall.objects.filter(run_id=run_id).aggregate(
-        input_tokens=Sum("input_tokens"),
-        output_tokens=Sum("output_tokens"),
-        total_tokens=Sum("total_tokens"),
-        cache_read_tokens=Sum("cache_read_tokens"),
-        reasoning_tokens=Sum("reasoning_tokens"),
-        duration=Sum("duration"),
-        cost=Sum("cost"),
-    )
-    first = (
-        LLMCall.objects.filter(run_id=run_id, time_to_first_token__isnull=False)
-        .order_by("id")
-        .values_list("time_to_first_token", flat=True)
-        .first()
-    )
-    estimated = LLMCall.objects.filter(run_id=run_id, usage_estimated=True).exists()
+def _totals(calls: list[_Call]) -> dict[str, Any]:
+    """A run's metrics are the sum of its model calls (the LLMCall rows written with it)."""
+    costs = [llm.price(c.model, c.usage) for c in calls]
+    known = [c for c in costs if c is not None]
     return {
-        **{k: v or 0 for k, v in sums.items() if k not in ("duration", "cost")},
-        "duration": sums["duration"],
-        "cost": sums["cost"],
-        "time_to_first_token": first,
-        "usage_estimated": estimated,
+        "input_tokens": sum(c.usage.input_tokens for c in calls),
+        "output_tokens": sum(c.usage.output_tokens for c in calls),
+        "total_tokens": sum(c.usage.total_tokens for c in calls),
+        "cache_read_tokens": sum(c.usage.cache_read_tokens for c in calls),
+        "reasoning_tokens": sum(c.usage.reasoning_tokens for c in calls),
+        "time_to_first_token": next(
+            (c.time_to_first_token for c in calls if c.time_to_first_token is not None), None
+        ),
+        "duration": sum(c.duration for c in calls) if calls else None,
+        "usage_estimated": any(c.usage.estimated for c in calls),
+        "cost": sum(known) if known else None,
     }
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
-from sessions_app.models import ACTIVE_STATUSES, Message, Run, Session, User
+from sessions_app.models import ACTIVE_STATUSES, Message, NameSource, Run, Session, User
 from sessions_app.services.access import (
     get_agent_for_user,
     get_session_for_user,
@@ -15,6 +15,15 @@ from sessions_app.services.access import (
 )
 
 SESSION_NAME_MAX = 200
+_SUMMED = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cache_read_tokens",
+    "reasoning_tokens",
+    "duration",
+    "cost",
+)
 
 
 class SessionBusy(Exception):
@@ -59,6 +68,7 @@ def create_session(
         user=user,
         agent=agent,
         session_name=session_name[:SESSION_NAME_MAX],
+        name_source=NameSource.USER if session_name else NameSource.FIRST_MESSAGE,
         session_state={**agent.session_state, **(session_state or {})},
         metadata=metadata or {},
     )
@@ -72,13 +82,17 @@ def update_session(user: User, session_id: Any, **changes: Any) -> Session:
         raise ValueError(f"Cannot change {', '.join(sorted(unknown))}.")
     with transaction.atomic():
         session = get_session_for_user(user, session_id)
+        fields = [*changes, "updated_at"]
         for name, value in changes.items():
             if name == "session_name":
                 value = (value or "").strip()[:SESSION_NAME_MAX]
+                # A name given by a person is final: generated titles never replace it.
+                session.name_source = NameSource.USER
+                fields.append("name_source")
             elif not isinstance(value, dict):
                 raise ValueError(f"{name} must be a JSON object.")
             setattr(session, name, value)
-        session.save(update_fields=[*changes, "updated_at"])
+        session.save(update_fields=fields)
     return session
 
 
@@ -98,3 +112,20 @@ def get_messages_for_session(user: User, session_id: Any) -> QuerySet[Message]:
 
 def session_title(session: Session) -> str:
     return session.session_name or "New chat"
+
+
+def with_metrics(sessions: QuerySet[Session]) -> QuerySet[Session]:
+    """Sum each session's run metrics in the listing query itself (no query per row)."""
+    return sessions.annotate(**{f"metrics_{name}": Sum(f"runs__{name}") for name in _SUMMED})
+
+
+def annotated_metrics(session: Session) -> dict[str, Any] | None:
+    """The metrics `with_metrics` put on a session, shaped like runs.session_metrics."""
+    if not hasattr(session, "metrics_total_tokens"):
+        return None
+    sums = {name: getattr(session, f"metrics_{name}") for name in _SUMMED}
+    return {
+        **{k: v or 0 for k, v in sums.items() if k not in ("duration", "cost")},
+        "duration": sums["duration"],
+        "cost": float(sums["cost"]) if sums["cost"] is not None else None,
+    }

@@ -1,0 +1,251 @@
+"""Work done after an answer, off its path: session summaries and titles.
+
+Both start once the run is complete and its final event is out, so the user never waits for
+them; both record their own model call (`summary`, `title`); a failure of either is logged and
+changes nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions_app.llm import client as llm
+from sessions_app.models import CallKind, LLMCall, NameSource, Run, RunStatus, Session
+
+log = logging.getLogger("parley.memory")
+
+TITLE_MAX_CHARS = 60
+TITLE_ATTEMPTS = 2
+SUMMARY_INPUT_CHARS = 12_000
+
+SUMMARY_PROMPT = (
+    "You maintain a running summary of a conversation between a user and an assistant. "
+    "Update the previous summary with the new exchanges. Keep facts about the user, their "
+    "goals and decisions; drop small talk. Answer with JSON only: "
+    '{"summary": "<at most 120 words>", "topics": ["<short topic>", ...]}'
+)
+TITLE_PROMPT = (
+    "Write a title of at most six words for a conversation that starts with the message "
+    "below. Answer with the title only: no quotes, no punctuation at the end."
+)
+
+_tasks: set[asyncio.Task[None]] = set()
+_summarizing: dict[uuid.UUID, bool] = {}  # session -> another pass was asked for meanwhile
+
+
+def after_run(run: Run) -> None:
+    """Start the background work a finished run calls for."""
+    if run.status != RunStatus.COMPLETED:
+        return
+    if run.position == 1 and settings.PARLEY_GENERATE_TITLES:
+        _spawn(generate_title(run.session_id), f"title-{run.session_id}")
+    if run.agent.enable_session_summaries:
+        if run.session_id in _summarizing:
+            _summarizing[run.session_id] = True  # the running pass will go again
+        else:
+            _summarizing[run.session_id] = False
+            _spawn(_summaries(run.session_id), f"summary-{run.session_id}")
+
+
+def _spawn(coro: Any, name: str) -> None:
+    task = asyncio.get_running_loop().create_task(coro, name=name)
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+
+
+async def wait_for_background() -> None:
+    """Let every background job started so far finish (tests and shutdown use it)."""
+    while _tasks:
+        await asyncio.gather(*list(_tasks), return_exceptions=True)
+
+
+async def _summaries(session_id: uuid.UUID) -> None:
+    try:
+        while True:
+            await update_summary(session_id)
+            if not _summarizing.get(session_id):
+                break
+            _summarizing[session_id] = False
+    finally:
+        _summarizing.pop(session_id, None)
+
+
+async def _record(
+    session: Session,
+    kind: str,
+    model: str,
+    usage: llm.Usage,
+    started: float,
+    ok: bool,
+    error: str = "",
+) -> None:
+    await LLMCall.objects.acreate(
+        session_id=session.session_id,
+        user_id=session.user_id,
+        agent_id=session.agent_id,
+        kind=kind,
+        model=model,
+        model_provider=llm.provider_name(),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+        duration=time.perf_counter() - started,
+        usage_estimated=usage.estimated,
+        cost=llm.price(model, usage),
+        ok=ok,
+        error=error,
+    )
+
+
+async def update_summary(session_id: uuid.UUID) -> dict[str, Any] | None:
+    """Fold the runs since the last summary into it: {summary, topics, updated_at, upto}."""
+    session = await Session.objects.select_related("agent").aget(pk=session_id)
+    previous = session.summary if isinstance(session.summary, dict) else {}
+    upto = int(previous.get("upto") or 0)
+    new_runs = [
+        run
+        async for run in Run.objects.filter(
+            session=session, status=RunStatus.COMPLETED, position__gt=upto
+        ).order_by("position")
+    ]
+    if not new_runs:
+        return previous or None
+    exchanges = "\n\n".join(f"User: {r.input}\nAssistant: {r.content}" for r in new_runs)
+    prompt = (
+        f"Previous summary:\n{previous.get('summary') or '(none yet)'}\n\n"
+        f"New exchanges:\n{exchanges[-SUMMARY_INPUT_CHARS:]}"
+    )
+    model = session.agent.model or settings.LLM_MODEL
+    started = time.perf_counter()
+    messages = [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": prompt}]
+    try:
+        text, usage = await llm.complete(model, messages)
+    except llm.LLMError as exc:
+        log.warning("summary of session %s failed: %s", session_id, exc.message)
+        await _record(
+            session,
+            CallKind.SUMMARY,
+            model,
+            llm.Usage(estimated=True),
+            started,
+            ok=False,
+            error=exc.message,
+        )
+        return None
+    summary, topics = _parse_summary(text)
+    if not summary:
+        await _record(
+            session,
+            CallKind.SUMMARY,
+            model,
+            usage,
+            started,
+            ok=False,
+            error="The model returned an empty summary.",
+        )
+        return None
+    value = {
+        "summary": summary,
+        "topics": topics,
+        "updated_at": timezone.now().isoformat(),
+        "upto": new_runs[-1].position,
+    }
+    await Session.objects.filter(pk=session_id).aupdate(summary=value)
+    await _record(session, CallKind.SUMMARY, model, usage, started, ok=True)
+    return value
+
+
+def _parse_summary(text: str) -> tuple[str, list[str]]:
+    """The model's JSON; a model that ignores the format still gives a usable summary."""
+    match = re.search(r"\{.*\}", text, re.S)
+    if match:
+        try:
+            data = json.loads(match.group(0))
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("summary"), str):
+            topics = [str(t)[:60] for t in data.get("topics") or [] if str(t).strip()][:10]
+            return data["summary"].strip(), topics
+    return text.strip()[:2000], []
+
+
+async def generate_title(session_id: uuid.UUID) -> str | None:
+    """Ask the model for a short title; the first message stays when it can't give one."""
+    session = await Session.objects.select_related("agent").aget(pk=session_id)
+    if session.name_source == NameSource.USER:
+        return None
+    first = await Run.objects.filter(session=session).order_by("position").afirst()
+    if first is None:
+        return None
+    model = session.agent.model or settings.LLM_MODEL
+    messages = [
+        {"role": "system", "content": TITLE_PROMPT},
+        {"role": "user", "content": first.input[:2000]},
+    ]
+    for _attempt in range(TITLE_ATTEMPTS):
+        started = time.perf_counter()
+        try:
+            text, usage = await llm.complete(model, messages)
+        except llm.LLMError as exc:
+            await _record(
+                session,
+                CallKind.TITLE,
+                model,
+                llm.Usage(estimated=True),
+                started,
+                ok=False,
+                error=exc.message,
+            )
+            continue
+        title = clean_title(text)
+        await _record(
+            session,
+            CallKind.TITLE,
+            model,
+            usage,
+            started,
+            ok=bool(title),
+            error="" if title else "The model returned no usable title.",
+        )
+        if title:
+            # Conditional: a rename made meanwhile wins.
+            updated = await Session.objects.filter(
+                ~Q(name_source=NameSource.USER), pk=session_id
+            ).aupdate(session_name=title, name_source=NameSource.MODEL)
+            if updated:
+                await _announce_title(session_id, title)
+                return title
+            return None
+    return None
+
+
+def clean_title(text: str) -> str:
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    line = re.sub(r"^(title\s*:\s*)", "", line, flags=re.I)
+    line = line.strip(" \"'`*#").rstrip(".!?:;,")
+    line = " ".join(line.split())
+    if len(line) > TITLE_MAX_CHARS:
+        line = line[: TITLE_MAX_CHARS - 1].rstrip() + "…"
+    return line
+
+
+async def _announce_title(session_id: uuid.UUID, title: str) -> None:
+    """Tell the open tabs, so sidebar and header change without a reload."""
+    from channels.layers import get_channel_layer
+
+    from sessions_app.services.realtime import group_name
+
+    await get_channel_layer().group_send(
+        group_name(session_id),
+        {"type": "session.renamed", "session_id": str(session_id), "title": title},
+    )
