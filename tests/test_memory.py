@@ -1,0 +1,243 @@
+"""Agent memory: past sessions as tools, session state, summaries and titles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app.models import (
+    Agent,
+    CallKind,
+    LLMCall,
+    Message,
+    NameSource,
+    Run,
+    RunStatus,
+    Session,
+)
+from sessions_app.services import memory, runs, sessions, tools
+from tests.upstream import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def agent(db) -> Agent:
+    agent, _ = Agent.objects.update_or_create(
+        is_default=True,
+        defaults={
+            "name": "Assistant",
+            "model": "scripted",
+            "instructions": "",
+            "search_session_history": True,
+            "num_history_sessions": 2,
+        },
+    )
+    return agent
+
+
+async def finish(user, text: str, **kwargs) -> Run:
+    handle = await runs.start_run(user, text, **kwargs)
+    return await handle.wait()
+
+
+def call(name: str, arguments: dict | None = None, call_id: str = "call_1") -> Reply:
+    return Reply(tool_calls=[{"id": call_id, "name": name, "arguments": arguments or {}}])
+
+
+def tool_names(request: dict) -> list[str]:
+    return [t["function"]["name"] for t in request.get("tools") or []]
+
+
+async def test_past_sessions_are_offered_as_tools_and_the_loop_answers(alice, bob, agent, upstream):
+    for text in ("alice first", "alice second", "alice third"):
+        await finish(alice, text)
+    await finish(bob, "bob's private matter")
+    current = await finish(alice, "warm up")
+    upstream.script(call("get_previous_session_messages"), Reply("You asked about alice things."))
+
+    run = await finish(alice, "What did we talk about before?", session_id=current.session_id)
+
+    assert run.status == RunStatus.COMPLETED and run.content == "You asked about alice things."
+    first, second = upstream.requests[-2:]
+    assert tool_names(first) == ["get_previous_session_messages", "read_past_session"]
+    assert second["messages"][-2]["tool_calls"][0]["function"]["name"] == (
+        "get_previous_session_messages"
+    )
+    result = json.loads(second["messages"][-1]["content"])
+    # The two newest other sessions of alice, newest first; never the current one, never bob's.
+    assert [s["messages"][0]["content"] for s in result] == ["alice third", "alice second"]
+    assert "bob" not in second["messages"][-1]["content"]
+    stored = [
+        (m.role, bool(m.tool_calls))
+        async for m in Message.objects.filter(run=run).order_by("order")
+    ]
+    assert stored == [("user", False), ("assistant", True), ("tool", False), ("assistant", False)]
+    # Both model calls are recorded, and the run's tokens are their sum.
+    calls = [c async for c in LLMCall.objects.filter(run=run)]
+    assert len(calls) == 2
+    assert run.total_tokens == sum(c.total_tokens for c in calls)
+
+
+async def test_read_past_session_refuses_someone_elses_session(alice, bob, agent, upstream):
+    bobs = await finish(bob, "bob's secret recipe")
+    mine = await finish(alice, "my old chat")
+    upstream.script(
+        call("read_past_session", {"session_id": str(bobs.session_id)}),
+        Reply("I can't see that."),
+        call("read_past_session", {"session_id": str(mine.session_id)}, call_id="call_2"),
+        Reply("Found it."),
+    )
+    current = await finish(alice, "read bob's session")
+    refused = json.loads(upstream.requests[-1]["messages"][-1]["content"])
+    assert refused == {"error": "No such session."}
+    await finish(alice, "read my old one", session_id=current.session_id)
+    found = json.loads(upstream.requests[-1]["messages"][-1]["content"])
+    assert found["messages"][0]["content"] == "my old chat"
+
+
+def test_the_past_session_functions_only_ever_return_the_owners_sessions(alice, bob, agent):
+    bobs = Session.objects.create(user=bob, agent=agent, session_name="bob's")
+    mine = Session.objects.create(user=alice, agent=agent, session_name="alice's")
+    current = Session.objects.create(user=alice, agent=agent)
+    listed = tools.previous_sessions(alice, current.session_id, 10)
+    assert [s["session_id"] for s in listed] == [str(mine.session_id)]
+    with pytest.raises(tools.ToolError):
+        tools.read_past_session(alice, current.session_id, bobs.session_id)
+    with pytest.raises(tools.ToolError):
+        tools.read_past_session(alice, current.session_id, current.session_id)
+
+
+async def test_without_function_calling_past_sessions_go_into_the_system_message(
+    alice, agent, upstream
+):
+    await Agent.objects.filter(pk=agent.pk).aupdate(add_past_sessions_to_context=True)
+    await finish(alice, "an earlier chat about tea")
+    await finish(alice, "what did I ask before?")
+    request = upstream.requests[-1]
+    assert "tools" not in request
+    system = request["messages"][0]["content"]
+    assert "<previous_sessions>" in system and "an earlier chat about tea" in system
+
+
+async def test_a_model_that_keeps_calling_tools_must_answer_after_five_rounds(
+    alice, agent, upstream
+):
+    upstream.script(*[call("get_previous_session_messages", call_id=f"c{i}") for i in range(5)])
+    upstream.script(Reply("Enough looking."))
+    run = await finish(alice, "loop forever")
+    assert run.status == RunStatus.COMPLETED and run.content == "Enough looking."
+    assert len(upstream.requests) == 6
+    assert "tools" not in upstream.requests[-1]
+
+
+async def test_the_state_tool_changes_state_and_each_run_keeps_its_own(alice, agent, upstream):
+    await Agent.objects.filter(pk=agent.pk).aupdate(
+        search_session_history=False, enable_agentic_state=True
+    )
+    upstream.script(call("update_session_state", {"changes": {"city": "Paris"}}), Reply("Noted."))
+    first = await finish(alice, "I live in Paris", session_state={"lang": "fr"})
+    assert tool_names(upstream.requests[0]) == ["update_session_state"]
+    upstream.script(call("update_session_state", {"changes": {"city": "Lyon"}}), Reply("Noted."))
+    second = await finish(alice, "I moved to Lyon", session_id=first.session_id)
+    session = await Session.objects.aget(pk=first.session_id)
+    assert session.session_state == {"lang": "fr", "city": "Lyon"}
+    assert first.session_state == {"lang": "fr", "city": "Paris"}
+    assert second.session_state == {"lang": "fr", "city": "Lyon"}
+
+
+async def test_history_keeps_tool_calls_with_their_results(alice, agent, upstream):
+    upstream.script(call("get_previous_session_messages"), Reply("Nothing before."))
+    first = await finish(alice, "look back")
+    await finish(alice, "and now?", session_id=first.session_id)
+    history = upstream.requests[-1]["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "user"]
+    assert history[1]["tool_calls"][0]["id"] == history[2]["tool_call_id"]
+    # The last four messages start with the tool result, whose call was cut: it is dropped.
+    await Agent.objects.filter(pk=agent.pk).aupdate(num_history_messages=4)
+    await finish(alice, "once more", session_id=first.session_id)
+    assert [m["role"] for m in upstream.requests[-1]["messages"]] == [
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+
+
+async def test_a_summary_is_made_after_the_answer_and_used_later(alice, agent, upstream):
+    await Agent.objects.filter(pk=agent.pk).aupdate(
+        search_session_history=False, enable_session_summaries=True
+    )
+    summary = json.dumps({"summary": "The user likes hiking.", "topics": ["hiking"]})
+    upstream.script(Reply("Hiking is great."), Reply(summary))
+    handle = await runs.start_run(alice, "I like hiking")
+    events = [e async for e in handle.events()]
+    assert events[-1]["event"] == "RunCompleted"
+    # The answer was complete before the summary was even asked for.
+    assert len(upstream.requests) == 1
+    await memory.wait_for_background()
+    assert len(upstream.requests) == 2
+    session = await Session.objects.aget(pk=handle.session_id)
+    assert session.summary["summary"] == "The user likes hiking."
+    assert session.summary["topics"] == ["hiking"] and session.summary["updated_at"]
+    call_row = await LLMCall.objects.aget(kind=CallKind.SUMMARY)
+    assert call_row.run_id is None and call_row.session_id == session.session_id
+    await finish(alice, "what do I like?", session_id=handle.session_id)
+    await memory.wait_for_background()
+    assert "The user likes hiking." in upstream.requests[2]["messages"][0]["content"]
+
+
+async def test_a_failing_summary_never_fails_the_run(alice, agent, upstream):
+    await Agent.objects.filter(pk=agent.pk).aupdate(enable_session_summaries=True)
+    upstream.script(Reply("Fine."), Reply(status=500, error_message="summary broke"))
+    run = await finish(alice, "hello")
+    await memory.wait_for_background()
+    assert run.status == RunStatus.COMPLETED
+    session = await Session.objects.aget(pk=run.session_id)
+    assert session.summary is None
+    failed = await LLMCall.objects.aget(kind=CallKind.SUMMARY)
+    assert failed.ok is False and "summary broke" in failed.error
+
+
+async def test_a_title_is_asked_for_after_the_first_answer(alice, agent, upstream, settings):
+    settings.PARLEY_GENERATE_TITLES = True
+    upstream.script(Reply("Sure."), Reply('"Planning a Trip to Lisbon."'))
+    run = await finish(alice, "help me plan a trip to lisbon next spring please")
+    session = await Session.objects.aget(pk=run.session_id)
+    assert session.session_name.startswith("help me plan a trip")  # the first-message fallback
+    await memory.wait_for_background()
+    await session.arefresh_from_db()
+    assert session.session_name == "Planning a Trip to Lisbon"
+    assert session.name_source == NameSource.MODEL
+    assert await LLMCall.objects.filter(kind=CallKind.TITLE, ok=True).acount() == 1
+    await finish(alice, "second question", session_id=run.session_id)
+    await memory.wait_for_background()
+    assert await LLMCall.objects.filter(kind=CallKind.TITLE).acount() == 1  # only once
+
+
+async def test_a_users_rename_wins_over_a_generated_title(alice, agent, upstream, settings):
+    settings.PARLEY_GENERATE_TITLES = True
+    upstream.script(Reply("Sure."), Reply("Model Title", first_delay=0.5))
+    run = await finish(alice, "name me")
+    await sync_to_async(sessions.update_session)(alice, run.session_id, session_name="Mine")
+    await memory.wait_for_background()
+    session = await Session.objects.aget(pk=run.session_id)
+    assert session.session_name == "Mine" and session.name_source == NameSource.USER
+
+
+async def test_a_failing_title_keeps_the_first_message(alice, agent, upstream, settings):
+    settings.PARLEY_GENERATE_TITLES = True
+    upstream.script(Reply("Sure."), Reply(status=500), Reply("   "))
+    run = await finish(alice, "keep my words as the title")
+    await memory.wait_for_background()
+    session = await Session.objects.aget(pk=run.session_id)
+    assert session.session_name == "keep my words as the title"
+    assert await LLMCall.objects.filter(kind=CallKind.TITLE, ok=False).acount() == 2
+
+
+def test_titles_are_cleaned_and_bounded():
+    assert memory.clean_title('Title: "Hello World!"\nmore') == "Hello World"
+    assert len(memory.clean_title("word " * 40)) == memory.TITLE_MAX_CHARS
+    assert memory.clean_title("  \n ") == ""
