@@ -9,6 +9,8 @@ urlpatterns = [
     path("s/<uuid:session_id>/", views.session_page, name="session_page"),
     path("s/<uuid:session_id>/rename", views.session_rename, name="session_rename"),
     path("s/<uuid:session_id>/delete", views.session_delete, name="session_delete"),
+    path("s/<uuid:session_id>/settings", views.session_settings, name="session_settings"),
+    path("s/<uuid:session_id>/state", views.session_state, name="session_state"),
     path("sessions/", views.session_list, name="session_list"),
     path("runs/<uuid:run_id>/feedback", views.run_feedback, name="run_feedback"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -182,3 +183,48 @@ def run_feedback(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     except NotFound as exc:
         raise Http404("No such answer.") from exc
     return render(request, "sessions_app/_feedback.html", {"r": run_view(run)})
+
+
+def _settings_context(session: Session, **extra: Any) -> dict[str, Any]:
+    history = [
+        {"position": position, "state": json.dumps(state, sort_keys=True)}
+        for position, state in session.runs.filter(session_state__isnull=False)
+        .order_by("position")
+        .values_list("position", "session_state")
+    ]
+    return {
+        "session": session,
+        "state_json": json.dumps(session.session_state, indent=2, sort_keys=True),
+        "state_history": history,
+        **extra,
+    }
+
+
+@login_required
+@require_GET
+def session_settings(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = _session_or_404(request, session_id)
+    return render(request, "sessions_app/_session_settings.html", _settings_context(session))
+
+
+@login_required
+@require_POST
+def session_state(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = _session_or_404(request, session_id)
+    if session.user_id != request.user.pk:
+        raise Http404("No such chat.")
+    raw = request.POST.get("session_state", "")
+    try:
+        state = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        state, error = None, f"That is not valid JSON: {exc.msg} (line {exc.lineno})."
+    else:
+        error = "" if isinstance(state, dict) else "The state must be a JSON object: {…}."
+    if error:
+        context = _settings_context(session, state_error=error)
+        context["state_json"] = raw
+        return render(request, "sessions_app/_session_settings.html", context, status=422)
+    session = sessions.update_session(request.user, session.session_id, session_state=state)
+    return render(
+        request, "sessions_app/_session_settings.html", _settings_context(session, state_saved=True)
+    )

@@ -186,3 +186,41 @@ def test_an_htmx_sidebar_click_gets_only_the_conversation(alice, agent, alice_cl
     body = response.content.decode()
     assert 'id="conversation"' in body and "<html" not in body
     assert 'data-testid="session-list"' not in body
+
+
+def test_the_settings_panel_shows_summary_state_and_its_history(alice, agent, alice_client):
+    session = make_session(alice, agent, turns=[("a", "b"), ("c", "d")])
+    session.summary = {"summary": "They talked about letters.", "topics": ["alphabet"]}
+    session.session_state = {"city": "Lyon"}
+    session.save()
+    session.runs.filter(position=1).update(session_state={"city": "Paris"})
+    session.runs.filter(position=2).update(session_state={"city": "Lyon"})
+    body = alice_client.get(f"/s/{session.session_id}/settings").content.decode()
+    assert "They talked about letters." in body and "alphabet" in body
+    assert "&quot;city&quot;: &quot;Lyon&quot;" in body
+    assert body.index("Paris") < body.index("Lyon", body.index("State after each answer"))
+
+
+def test_session_state_is_edited_as_validated_json(alice, agent, alice_client):
+    session = make_session(alice, agent)
+    saved = alice_client.post(
+        f"/s/{session.session_id}/state", {"session_state": '{"name": "Ann", "age": 7}'}
+    )
+    assert saved.status_code == 200 and "Saved." in saved.content.decode()
+    session.refresh_from_db()
+    assert session.session_state == {"name": "Ann", "age": 7}
+
+    for bad, message in (("{oops", "not valid JSON"), ("[1, 2]", "must be a JSON object")):
+        refused = alice_client.post(f"/s/{session.session_id}/state", {"session_state": bad})
+        assert refused.status_code == 422
+        assert message in refused.content.decode()
+        assert bad.replace('"', "&quot;") in refused.content.decode()  # the text is kept
+    session.refresh_from_db()
+    assert session.session_state == {"name": "Ann", "age": 7}
+
+
+def test_someone_elses_settings_and_state_are_404(alice, bob, agent, alice_client):
+    session = make_session(bob, agent)
+    assert alice_client.get(f"/s/{session.session_id}/settings").status_code == 404
+    response = alice_client.post(f"/s/{session.session_id}/state", {"session_state": "{}"})
+    assert response.status_code == 404

@@ -279,3 +279,18 @@ async def test_a_failed_answer_shows_a_readable_error_with_retry(alice, agent, u
     assert "The model endpoint answered 503: overloaded" in final
     assert 'data-testid="run-retry"' in final
     await tab.close()
+
+
+async def test_a_generated_title_reaches_the_open_tab(alice, agent, upstream, settings):
+    from sessions_app.services import memory
+
+    tab = await open_tab(alice)
+    await tab.send(action="send", input="tell me about tea")
+    marker = await tab.until('id="composer-session"')
+    session_id = re.search(r'value="([0-9a-f-]{36})"', marker).group(1)
+    await tab.until('data-run-status="completed"')
+    upstream.script(Reply("Tea Talk"))
+    await memory.generate_title(session_id)
+    frame = await tab.until(">Tea Talk</h1>")
+    assert f'id="session-item-{session_id}"' in frame and 'hx-swap-oob="outerHTML"' in frame
+    await tab.close()

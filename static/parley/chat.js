@@ -100,6 +100,21 @@
     if (box.id === "messages") box.dataset.stick = nearBottom(box) ? "true" : "false";
   }, true);
 
+  // A refused htmx request (404, 409, …) says why in the notice area instead of failing silently.
+  document.addEventListener("htmx:responseError", function (event) {
+    const notice = document.getElementById("notice");
+    if (!notice) return;
+    const alert = document.createElement("div");
+    alert.className = "alert";
+    alert.setAttribute("role", "alert");
+    alert.dataset.testid = "chat-notice";
+    const xhr = event.detail.xhr;
+    const text = xhr.responseText || "";
+    alert.textContent = text && text.length < 300 && text.indexOf("<") === -1
+      ? text : (xhr.status === 404 ? "Not found." : "That did not work (" + xhr.status + ").");
+    notice.replaceChildren(alert);
+  });
+
   window.addEventListener("popstate", function () { window.location.reload(); });
   document.addEventListener("DOMContentLoaded", function () { scrollToEnd(true); });
 })();

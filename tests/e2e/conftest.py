@@ -100,6 +100,7 @@ def daphne_server(
         LLM_BASE_URL=upstream_server.base_url,
         LLM_API_KEY="test-key",
         LLM_READ_TIMEOUT="10",  # as the `upstream` fixture sets for in-process tests
+        PARLEY_GENERATE_TITLES="False",  # titles would take scripted replies meant for answers
         DEBUG="True",
     )
     # The browser fixture sets this for the test process; the server must keep Django's guard.

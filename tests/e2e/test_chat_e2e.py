@@ -207,3 +207,19 @@ def test_switching_sessions_follows_the_url_and_new_chat_starts_fresh(
         "first chat",
         "more in the first chat",
     ]
+
+
+def test_the_settings_panel_edits_session_state(page: Page, login, alice: User, upstream):
+    login(page, "alice", "alice-pass-123")
+    send(page, "remember things")
+    expect(page.locator(ANSWER)).to_have_attribute("data-run-status", "completed")
+    page.get_by_test_id("session-settings-toggle").click()
+    state = page.get_by_test_id("session-state")
+    expect(state).to_have_value("{}")
+    state.fill('{"favourite": "tea"')
+    page.get_by_role("button", name="Save state").click()
+    expect(page.get_by_test_id("session-state-error")).to_contain_text("not valid JSON")
+    page.get_by_test_id("session-state").fill('{"favourite": "tea"}')
+    page.get_by_role("button", name="Save state").click()
+    expect(page.get_by_test_id("session-state-saved")).to_be_visible()
+    assert Session.objects.get(user=alice).session_state == {"favourite": "tea"}
