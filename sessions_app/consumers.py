@@ -20,7 +20,7 @@ from django.core.exceptions import PermissionDenied
 
 from sessions_app import rendering
 from sessions_app.models import ACTIVE_STATUSES, Run, Session
-from sessions_app.services import realtime, runs, streams
+from sessions_app.services import ratelimit, realtime, runs, streams
 from sessions_app.services.access import NotFound, get_run_for_user, get_session_for_user
 
 log = logging.getLogger("parley.chat")
@@ -70,6 +70,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.notice("An answer is already in progress in this chat.")
         except runs.InputError as exc:
             await self.notice(exc.message)
+        except ratelimit.RateLimited as exc:
+            await self.notice(
+                f"You are sending too fast; try again in {exc.retry_after:.0f} seconds."
+            )
         except Exception:
             log.exception("chat frame failed")
             await self.notice("Something went wrong on our side; please try again.")
@@ -81,6 +85,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def do_send(self, frame: dict[str, Any]) -> None:
         session_id = frame.get("session_id") or None
+        runs.validate_input(frame.get("input"))
+        await database_sync_to_async(ratelimit.ensure_run_allowed)(self.user)
         handle = await runs.start_run(
             self.user,
             frame.get("input"),
@@ -98,6 +104,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         run = await database_sync_to_async(get_run_for_user)(self.user, frame.get("run_id"))
         if run.user_id != self.user.pk:
             raise NotFound
+        await database_sync_to_async(ratelimit.ensure_run_allowed)(self.user)
         await runs.start_run(self.user, run.input, session_id=run.session_id)
 
     async def do_watch(self, frame: dict[str, Any]) -> None:

@@ -294,3 +294,14 @@ async def test_a_generated_title_reaches_the_open_tab(alice, agent, upstream, se
     frame = await tab.until(">Tea Talk</h1>")
     assert f'id="session-item-{session_id}"' in frame and 'hx-swap-oob="outerHTML"' in frame
     await tab.close()
+
+
+async def test_sending_too_fast_is_refused_inline(alice, agent, upstream, settings):
+    settings.PARLEY_RUNS_PER_MINUTE = 1
+    tab = await open_tab(alice)
+    await tab.send(action="send", input="one")
+    await tab.until('data-run-status="completed"')
+    await tab.send(action="send", input="two")
+    assert "sending too fast" in await tab.until("chat-notice")
+    assert await Run.objects.filter(user=alice).acount() == 1
+    await tab.close()

@@ -1,0 +1,49 @@
+"""How many runs a user may start per minute, for the REST API and the WebSocket alike.
+
+The Run table is the record: counting the user's runs of the last minute works across any number
+of processes without a shared cache. Two requests arriving in the same instant can both pass; the
+limit is there to stop runaway clients, not to meter exactly.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from sessions_app.models import Run, User
+
+WINDOW = timedelta(seconds=60)
+
+
+class RateLimited(Exception):
+    """Too many runs in the last minute; `retry_after` is in seconds."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"Too many runs; try again in {retry_after:.0f} seconds.")
+        self.retry_after = retry_after
+
+
+def check_run_rate(user: User) -> float | None:
+    """Seconds to wait before `user` may start another run, or None when they may now."""
+    limit = settings.PARLEY_RUNS_PER_MINUTE
+    if limit <= 0:
+        return None
+    now = timezone.now()
+    recent = (
+        Run.objects.filter(user=user, created_at__gt=now - WINDOW)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[:limit]
+    )
+    stamps = list(recent)
+    if len(stamps) < limit:
+        return None
+    # The oldest of the last `limit` runs leaving the window frees one slot.
+    return max((stamps[-1] + WINDOW - now).total_seconds(), 0.001)
+
+
+def ensure_run_allowed(user: User) -> None:
+    wait = check_run_rate(user)
+    if wait is not None:
+        raise RateLimited(wait)
