@@ -2,6 +2,57 @@
 
 from __future__ import annotations
 
-from ninja import NinjaAPI
+from typing import Any
 
-api = NinjaAPI(title="Parley API", version="1.0", urls_namespace="api")
+from ninja import NinjaAPI
+from ninja.openapi.schema import OpenAPISchema
+
+from sessions_app import sse
+from sessions_app.api import agents_router, metrics_router, runs_router, sessions_router
+from sessions_app.api_auth import AUTH
+from sessions_app.api_errors import install_error_handlers
+
+
+def _keys_as_property_names(node: Any) -> None:
+    """pydantic writes dict[constrained str, V] as `patternProperties`, which leaves keys that do
+    not match unconstrained, although pydantic refuses them: say `propertyNames` instead."""
+    if isinstance(node, dict):
+        patterns = node.get("patternProperties")
+        if isinstance(patterns, dict) and len(patterns) == 1 and "additionalProperties" not in node:
+            ((pattern, value),) = patterns.items()
+            del node["patternProperties"]
+            node["propertyNames"] = {"pattern": pattern}
+            node["additionalProperties"] = value
+        for child in node.values():
+            _keys_as_property_names(child)
+    elif isinstance(node, list):
+        for child in node:
+            _keys_as_property_names(child)
+
+
+class ParleyAPI(NinjaAPI):
+    def get_openapi_operation_id(self, operation: Any) -> str:
+        # "list_sessions" rather than "sessions_app_api_list_sessions" in generated clients.
+        return str(operation.view_func.__name__)
+
+    def get_openapi_schema(self, **kwargs: Any) -> OpenAPISchema:
+        schema = super().get_openapi_schema(**kwargs)
+        schema["components"]["schemas"].update(sse.openapi_components())
+        _keys_as_property_names(schema)
+        return schema
+
+
+api = ParleyAPI(
+    title="Parley API",
+    version="1.0",
+    urls_namespace="api",
+    auth=AUTH,
+    description="Sessions, runs (with SSE streaming), agents and metrics. Authenticate with "
+    "`Authorization: Bearer <token>` (create one on the API tokens page or with "
+    "`manage.py create_api_token`) or the browser session plus its CSRF token.",
+)
+install_error_handlers(api)
+api.add_router("/agents", agents_router)
+api.add_router("/sessions", sessions_router)
+api.add_router("/runs", runs_router)
+api.add_router("/metrics", metrics_router)

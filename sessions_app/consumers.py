@@ -44,6 +44,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before every handler, by a round trip
+        # through the one thread all ORM work queues on. A streamed piece touches no database;
+        # without this, every piece to every socket waits behind other runs' transactions.
+        if message.get("type") == "run.event":
+            await self.run_event(message)
+        else:
+            await super().dispatch(message)
+
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
             frame = json.loads(text_data or "")

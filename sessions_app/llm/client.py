@@ -19,6 +19,8 @@ import httpx
 import openai
 from django.conf import settings
 
+TIMEOUT_MESSAGE = "The model did not answer in time."
+
 
 class LLMError(Exception):
     """The upstream failed; `message` is fit to show a user, `status` maps to 502 or 504."""
@@ -130,7 +132,7 @@ def _describe(exc: BaseException) -> LLMError:
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, openai.APITimeoutError):
-        return LLMError("The model did not answer in time.", status=504)
+        return LLMError(TIMEOUT_MESSAGE, status=504)
     if isinstance(exc, openai.APIConnectionError):
         return LLMError("The model endpoint could not be reached or closed the connection.")
     if isinstance(exc, openai.APIStatusError):
@@ -141,6 +143,13 @@ def _describe(exc: BaseException) -> LLMError:
     if isinstance(exc, openai.APIError):
         return LLMError(f"The model endpoint failed: {exc.message}")
     return LLMError(f"The model endpoint failed: {exc}")
+
+
+def status_for_error(message: str) -> int:
+    """The HTTP status (502 or 504) of a failure described by `_describe`, from its message,
+    which is all a finished run keeps of it."""
+    gateway_timeout = ("The model endpoint answered 408:", "The model endpoint answered 504:")
+    return 504 if message == TIMEOUT_MESSAGE or message.startswith(gateway_timeout) else 502
 
 
 async def stream_chat(

@@ -9,17 +9,19 @@ constraint), so two sends can never interleave, across any number of processes.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
@@ -41,6 +43,28 @@ from sessions_app.services.access import get_session_for_user as gate_session
 from sessions_app.services.context import build_messages
 
 log = logging.getLogger("parley.runs")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _in_db_thread(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
+    """`fn` in the ORM's thread, keeping that thread's connection open from one call to the next.
+
+    channels' database_sync_to_async closes it before and after every call while CONN_MAX_AGE
+    is 0 (the default): a new connection for each run's start and finish, and on SQLite a WAL
+    checkpoint with fsync each time the last connection closes, stalling the one thread that all
+    runs' database work queues on. A connection that failed is still replaced, as
+    database_sync_to_async would.
+    """
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        for conn in connections.all(initialized_only=True):
+            if conn.connection is not None and conn.errors_occurred and not conn.is_usable():
+                conn.close()
+        return fn(*args, **kwargs)
+
+    return sync_to_async(call, thread_sensitive=True)
 
 
 class RunConflict(Exception):
@@ -125,9 +149,7 @@ async def start_run(
     text = validate_input(input)
     if session_state is not None and not isinstance(session_state, dict):
         raise InputError("session_state must be a JSON object.", 422)
-    plan = await database_sync_to_async(_create_run)(
-        user, text, agent_id, session_id, session_state
-    )
+    plan = await _in_db_thread(_create_run)(user, text, agent_id, session_id, session_state)
     run = plan.run
     stream = streams.open_stream(run.run_id, run.session_id)
     stream.publish(
@@ -138,7 +160,11 @@ async def start_run(
         position=run.position,
         created_at=run.created_at.isoformat(),
     )
-    task = asyncio.create_task(_generate(plan, stream), name=f"run-{run.run_id}")
+    # A fresh context: the task must not inherit the request's (whose thread executor ends with
+    # the response), since the run outlives whoever started it.
+    task = asyncio.create_task(
+        _generate(plan, stream), name=f"run-{run.run_id}", context=contextvars.Context()
+    )
     handle = RunHandle(run.run_id, run.session_id, stream, task)
     _active[run.run_id] = _Active(handle)
     liveness.ensure_heartbeat()
@@ -319,7 +345,7 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
                 "content": "".join(round_text) or None,
                 "tool_calls": asked,
             }
-            results, assistant_id = await database_sync_to_async(_run_tools)(
+            results, assistant_id = await _in_db_thread(_run_tools)(
                 plan, assistant_id, "".join(round_text), asked
             )
             messages += [reply, *results]
@@ -342,7 +368,7 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
     try:
         # Shielded: a second cancel (say, the server stopping) must not lose the answer.
         await asyncio.shield(
-            database_sync_to_async(_finish_run)(
+            _in_db_thread(_finish_run)(
                 plan, status, content, error, calls, assistant_id, "".join(round_text), first_token
             )
         )

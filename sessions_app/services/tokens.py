@@ -8,6 +8,7 @@ import secrets
 from django.utils import timezone
 
 from sessions_app.models import ApiToken, User
+from sessions_app.services.access import NotFound
 
 PREFIX = "prl_"
 
@@ -32,3 +33,28 @@ def user_for_token(raw: str) -> User | None:
         return None
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
     return token.user
+
+
+def tokens_for_user(user: User) -> list[ApiToken]:
+    return list(ApiToken.objects.filter(user=user))
+
+
+def get_token_for_user(user: User, token_id: int) -> ApiToken:
+    """One's own token only; anyone else's id answers like a missing one."""
+    token = ApiToken.objects.filter(user=user, pk=token_id).first()
+    if token is None:
+        raise NotFound
+    return token
+
+
+def rename_token(user: User, token_id: int, name: str) -> ApiToken:
+    token = get_token_for_user(user, token_id)
+    token.name = name.strip()[:100]
+    token.save(update_fields=["name"])
+    return token
+
+
+def revoke_token(user: User, token_id: int) -> ApiToken:
+    token = get_token_for_user(user, token_id)
+    token.delete()
+    return token

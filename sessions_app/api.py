@@ -1,0 +1,261 @@
+"""The REST API (CONTRACT §5): thin adapters from HTTP to the services, one router per area.
+
+Endpoints validate, call a service and shape the answer; ownership is checked by the access gates
+inside the services, and every exception becomes {"detail": ...} in api_errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+from ninja import Query, Router, Status
+
+from sessions_app import sse
+from sessions_app.llm.client import status_for_error
+from sessions_app.models import Run, RunStatus, User
+from sessions_app.pagination import paginate
+from sessions_app.schemas import (
+    AgentIn,
+    AgentList,
+    AgentListQuery,
+    AgentOut,
+    AgentPatch,
+    ErrorOut,
+    FeedbackIn,
+    MessageList,
+    MessageListQuery,
+    MetricsOut,
+    MetricsQuery,
+    RunIn,
+    RunList,
+    RunListQuery,
+    RunOut,
+    SessionIn,
+    SessionList,
+    SessionListQuery,
+    SessionOut,
+    SessionPatch,
+    UpstreamErrorOut,
+)
+from sessions_app.services import agents as agent_service
+from sessions_app.services import feedback, metrics, ratelimit, runs
+from sessions_app.services import sessions as session_service
+from sessions_app.services.access import get_agent_for_user, get_run_for_user, get_session_for_user
+
+# What any authenticated call may answer besides success; writes add 400 (a body that is not
+# JSON) and 403 (CSRF, staff only).
+READ_ERRORS: dict[int, Any] = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+WRITE_ERRORS: dict[int, Any] = {**READ_ERRORS, 400: ErrorOut, 403: ErrorOut}
+
+agents_router = Router(tags=["agents"])
+sessions_router = Router(tags=["sessions"])
+runs_router = Router(tags=["runs"])
+metrics_router = Router(tags=["metrics"])
+
+
+def _user(request: HttpRequest) -> User:
+    return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+# -- agents ----------------------------------------------------------------------------------
+
+
+@agents_router.get("", response={200: AgentList, **READ_ERRORS})
+def list_agents(request: HttpRequest, query: Query[AgentListQuery]) -> dict[str, Any]:
+    orderings = {"name": ["name"], "created_at": ["created_at"], "updated_at": ["updated_at"]}
+    return paginate(agent_service.list_agents(), query, orderings)
+
+
+@agents_router.post("", response={201: AgentOut, **WRITE_ERRORS})
+def create_agent(request: HttpRequest, payload: AgentIn) -> Status[Any]:
+    """Staff only."""
+    return Status(201, agent_service.create_agent(_user(request), **payload.model_dump()))
+
+
+@agents_router.get("/{agent_id}", response={200: AgentOut, **READ_ERRORS})
+def get_agent(request: HttpRequest, agent_id: uuid.UUID) -> Any:
+    return get_agent_for_user(_user(request), agent_id)
+
+
+@agents_router.patch("/{agent_id}", response={200: AgentOut, **WRITE_ERRORS})
+def update_agent(request: HttpRequest, agent_id: uuid.UUID, payload: AgentPatch) -> Any:
+    """Staff only. Only the fields sent are changed."""
+    changes = payload.model_dump(exclude_unset=True)
+    return agent_service.update_agent(_user(request), agent_id, **changes)
+
+
+# -- sessions --------------------------------------------------------------------------------
+
+SESSION_ORDERINGS = {
+    "updated_at": ["updated_at"],
+    "created_at": ["created_at"],
+    "session_name": ["session_name"],
+}
+
+
+@sessions_router.get("", response={200: SessionList, **READ_ERRORS})
+def list_sessions(request: HttpRequest, query: Query[SessionListQuery]) -> dict[str, Any]:
+    """One's own sessions. Staff may pass another `user_id` (a username); for anyone else
+    `user_id` is ignored and the list stays their own."""
+    sessions = session_service.list_sessions(
+        _user(request),
+        agent_id=query.agent_id,
+        session_name=query.session_name,
+        owner=query.user_id,
+    )
+    return paginate(sessions, query, SESSION_ORDERINGS, shape=session_service.with_metrics)
+
+
+@sessions_router.post("", response={201: SessionOut, **WRITE_ERRORS})
+def create_session(request: HttpRequest, payload: SessionIn) -> Status[Any]:
+    session = session_service.create_session(
+        _user(request),
+        agent_id=payload.agent_id,
+        session_name=payload.session_name.strip(),
+        session_state=payload.session_state,
+        metadata=payload.metadata,
+    )
+    return Status(201, session)
+
+
+@sessions_router.get("/{session_id}", response={200: SessionOut, **READ_ERRORS})
+def get_session(request: HttpRequest, session_id: uuid.UUID) -> Any:
+    return get_session_for_user(_user(request), session_id)
+
+
+@sessions_router.patch("/{session_id}", response={200: SessionOut, **WRITE_ERRORS})
+def update_session(request: HttpRequest, session_id: uuid.UUID, payload: SessionPatch) -> Any:
+    """Change `session_name`, `session_state` or `metadata`; only the fields sent."""
+    changes = payload.model_dump(exclude_unset=True)
+    return session_service.update_session(_user(request), session_id, **changes)
+
+
+@sessions_router.delete("/{session_id}", response={204: None, 409: ErrorOut, **WRITE_ERRORS})
+def delete_session(request: HttpRequest, session_id: uuid.UUID) -> Status[None]:
+    """409 while a run is in progress in it: cancel that first."""
+    session_service.delete_session(_user(request), session_id)
+    return Status(204, None)
+
+
+@sessions_router.get("/{session_id}/runs", response={200: RunList, **READ_ERRORS})
+def list_session_runs(
+    request: HttpRequest, session_id: uuid.UUID, query: Query[RunListQuery]
+) -> dict[str, Any]:
+    """Its runs, oldest first by default, each with its metrics."""
+    session = get_session_for_user(_user(request), session_id)
+    orderings = {"position": ["position"], "created_at": ["created_at"]}
+    session_runs = Run.objects.filter(session=session).select_related("user")
+    return paginate(session_runs, query, orderings)
+
+
+@sessions_router.get("/{session_id}/messages", response={200: MessageList, **READ_ERRORS})
+def list_session_messages(
+    request: HttpRequest, session_id: uuid.UUID, query: Query[MessageListQuery]
+) -> dict[str, Any]:
+    """Its stored messages in conversation order (Agno's `get_messages_for_session`)."""
+    messages = session_service.get_messages_for_session(_user(request), session_id)
+    return paginate(messages, query, {"position": ["run__position", "order"]})
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+async def _start_detached(user: User, payload: RunIn) -> runs.RunHandle:
+    """start_run, in a task with a fresh context that the engine's task then inherits.
+
+    Behind a sync-only middleware (WhiteNoise), the request's context holds the executor of the
+    request's thread, which quits once the response is returned; a run inheriting it would
+    fail at its next database call while still streaming.
+    """
+    start = runs.start_run(
+        user,
+        payload.input,
+        agent_id=payload.agent_id,
+        session_id=payload.session_id,
+        session_state=payload.session_state,
+    )
+    # Shielded: a client leaving mid-start must not leave a created run without its task.
+    return await asyncio.shield(asyncio.create_task(start, context=contextvars.Context()))
+
+
+async def _run_out(run_id: uuid.UUID) -> Run:
+    # RunOut reads run.user; loaded here because lazy loading is not allowed in async code.
+    return await Run.objects.select_related("user").aget(pk=run_id)
+
+
+RUN_ERRORS: dict[int, Any] = {
+    **WRITE_ERRORS,
+    409: ErrorOut,
+    413: ErrorOut,
+    429: ErrorOut,
+    502: UpstreamErrorOut,
+    504: UpstreamErrorOut,
+}
+SSE_DOC = {
+    "responses": {
+        200: {
+            "description": 'The finished Run, or with "stream": true a text/event-stream of '
+            "RunStarted, RunContent…, then RunCompleted, RunError or RunCancelled.",
+            "content": sse.openapi_media_type(),
+        }
+    }
+}
+
+
+@runs_router.post("", response={200: RunOut, **RUN_ERRORS}, openapi_extra=SSE_DOC)
+async def create_run(request: HttpRequest, payload: RunIn) -> Any:
+    """Run the agent: Agno's `agent.run(input, session_id=...)`. Without `session_id` a new
+    session is created. A client that disconnects does not stop the run; cancel does."""
+    user = _user(request)
+    runs.validate_input(payload.input)  # 400/413 before anything is counted or stored
+    await sync_to_async(ratelimit.ensure_run_allowed)(user)
+    handle = await _start_detached(user, payload)
+    if payload.stream:
+        return sse.event_stream(handle.events())
+    finished = await handle.wait()
+    run = await _run_out(finished.run_id)
+    if run.status == RunStatus.ERROR:
+        body = {"detail": run.error, "run_id": run.run_id, "session_id": run.session_id}
+        return Status(status_for_error(run.error), body)
+    return run
+
+
+@runs_router.get("/{run_id}", response={200: RunOut, **READ_ERRORS})
+def get_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
+    return get_run_for_user(_user(request), run_id)
+
+
+@runs_router.post("/{run_id}/cancel", response={200: RunOut, **WRITE_ERRORS})
+async def cancel_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
+    """Stop a run; answers the run as it now stands (CANCELLED once stopped, or unchanged if it
+    had already finished)."""
+    run = await runs.cancel_run(_user(request), run_id)
+    return await _run_out(run.run_id)
+
+
+@runs_router.post("/{run_id}/feedback", response={200: RunOut, **WRITE_ERRORS})
+def rate_run(request: HttpRequest, run_id: uuid.UUID, payload: FeedbackIn) -> Any:
+    """Rate one's own run 1 (good) or -1 (bad); null clears the rating."""
+    return feedback.set_feedback(_user(request), run_id, payload.rating, payload.comment)
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+@metrics_router.get("", response={200: MetricsOut, **READ_ERRORS})
+def get_metrics(request: HttpRequest, query: Query[MetricsQuery]) -> dict[str, Any]:
+    """Totals and p50/p95 timings of model calls, per day, model, agent or user. Everyone sees
+    their own calls; staff see everyone's."""
+    start = query.start if query.start is not None else metrics.default_start(query.end)
+    calls = metrics.calls_in_range(_user(request), start, query.end)
+    return {
+        "group_by": query.group_by,
+        "start": start,
+        "end": query.end,
+        "data": metrics.aggregate(calls, query.group_by),
+    }

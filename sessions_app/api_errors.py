@@ -1,0 +1,62 @@
+"""Every failure the services raise, answered as {"detail": ...} with its HTTP status."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError
+
+from sessions_app.services.access import NotFound
+from sessions_app.services.ratelimit import RateLimited
+from sessions_app.services.runs import InputError, RunConflict
+from sessions_app.services.sessions import SessionBusy
+
+NOT_FOUND = "Not found."
+
+
+def install_error_handlers(api: NinjaAPI) -> None:
+    def detail(status: int, message: Callable[[Any], str]) -> Callable[..., HttpResponse]:
+        def handler(request: HttpRequest, exc: Exception) -> HttpResponse:
+            return api.create_response(request, {"detail": message(exc)}, status=status)
+
+        return handler
+
+    def unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
+        response = api.create_response(
+            request, {"detail": "Authentication required: a Bearer token or a session."}, status=401
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="parley"'
+        return response
+
+    def input_error(request: HttpRequest, exc: InputError) -> HttpResponse:
+        return api.create_response(request, {"detail": exc.message}, status=exc.status)
+
+    def rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
+        response = api.create_response(request, {"detail": str(exc)}, status=429)
+        response["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return response
+
+    def server_bug(request: HttpRequest, exc: Exception) -> HttpResponse:
+        # pydantic's ValidationError is a ValueError, but here it means a response did not fit
+        # its schema: a bug to surface as a 500, not a 422 blamed on the client.
+        return api.on_exception(request, RuntimeError(f"Response failed validation: {exc}"))
+
+    api.add_exception_handler(AuthenticationError, unauthenticated)
+    api.add_exception_handler(NotFound, detail(404, lambda exc: NOT_FOUND))
+    api.add_exception_handler(Http404, detail(404, lambda exc: NOT_FOUND))
+    api.add_exception_handler(PermissionDenied, detail(403, lambda e: str(e) or "Forbidden."))
+    api.add_exception_handler(RunConflict, detail(409, str))
+    api.add_exception_handler(SessionBusy, detail(409, str))
+    api.add_exception_handler(InputError, input_error)  # type: ignore[arg-type]
+    api.add_exception_handler(RateLimited, rate_limited)  # type: ignore[arg-type]
+    api.add_exception_handler(
+        RequestDataTooBig, detail(413, lambda exc: "The request body is too large.")
+    )
+    api.add_exception_handler(ValueError, detail(422, str))
+    api.add_exception_handler(pydantic.ValidationError, server_bug)

@@ -1,0 +1,72 @@
+"""Agent configs: shared by everyone signed in, created and changed by staff only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import QuerySet
+
+from sessions_app.models import Agent, User
+from sessions_app.services.access import get_agent_for_user
+
+EDITABLE_FIELDS = frozenset(
+    {
+        "name",
+        "model",
+        "instructions",
+        "add_history_to_context",
+        "num_history_runs",
+        "num_history_messages",
+        "search_session_history",
+        "num_history_sessions",
+        "enable_session_summaries",
+        "session_state",
+        "add_session_state_to_context",
+    }
+)
+
+
+def _require_staff(user: User) -> None:
+    if not user.is_staff:
+        raise PermissionDenied("Only staff can create or change agents.")
+
+
+def _check_fields(values: dict[str, Any]) -> None:
+    unknown = set(values) - EDITABLE_FIELDS
+    if unknown:
+        raise ValueError(f"Cannot set {', '.join(sorted(unknown))}.")
+    if "session_state" in values and not isinstance(values["session_state"], dict):
+        raise ValueError("session_state must be a JSON object.")
+    if "name" in values and not str(values["name"]).strip():
+        raise ValueError("name must not be blank.")
+
+
+def list_agents() -> QuerySet[Agent]:
+    return Agent.objects.all()
+
+
+def create_agent(user: User, **values: Any) -> Agent:
+    _require_staff(user)
+    _check_fields(values)
+    # An agent without a model talks to whatever the deployment configured.
+    values["model"] = (values.get("model") or "").strip() or settings.LLM_MODEL
+    values["name"] = str(values.get("name", "")).strip()
+    return Agent.objects.create(**values)
+
+
+def update_agent(user: User, agent_id: Any, **changes: Any) -> Agent:
+    _require_staff(user)
+    _check_fields(changes)
+    if "model" in changes:
+        changes["model"] = (changes["model"] or "").strip() or settings.LLM_MODEL
+    if "name" in changes:
+        changes["name"] = changes["name"].strip()
+    with transaction.atomic():
+        agent = get_agent_for_user(user, agent_id)
+        for name, value in changes.items():
+            setattr(agent, name, value)
+        agent.save(update_fields=[*changes, "updated_at"])
+    return agent

@@ -1,0 +1,102 @@
+"""The API tokens page: a token is shown once, works as a Bearer token, and can be revoked."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+from django.test import Client
+
+from sessions_app.models import ApiToken
+from sessions_app.services.tokens import create_token
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def browser(alice) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+def raw_token_in(html: str) -> str:
+    found = re.search(r'data-testid="new-token-value">([^<]+)<', html)
+    assert found, "the new token is not shown"
+    return found.group(1)
+
+
+def test_the_page_needs_a_signed_in_user(client):
+    response = client.get("/tokens/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_a_created_token_is_shown_once_and_only_its_hash_is_kept(browser, alice):
+    response = browser.post("/tokens/", {"name": "laptop script"})
+    assert response.status_code == 200
+    raw = raw_token_in(response.content.decode())
+    token = ApiToken.objects.get(user=alice)
+    assert token.name == "laptop script"
+    assert token.token_hash == hashlib.sha256(raw.encode()).hexdigest()
+    assert raw not in browser.get("/tokens/").content.decode()  # never again
+
+
+def test_the_new_token_opens_the_api_and_its_last_use_is_listed(browser, alice):
+    raw = raw_token_in(browser.post("/tokens/", {"name": "ci"}).content.decode())
+    assert "never" in browser.get("/tokens/").content.decode()
+    api = Client(headers={"Authorization": f"Bearer {raw}"})
+    assert api.get("/api/sessions").status_code == 200
+    page = browser.get("/tokens/").content.decode()
+    token = ApiToken.objects.get(user=alice)
+    assert token.last_used_at is not None
+    assert "never" not in page
+    assert f"{token.prefix}…" in page and "ci" in page
+
+
+def test_the_list_shows_only_ones_own_tokens(browser, bob):
+    create_token(bob, "bobs secret tool")
+    assert "bobs secret tool" not in browser.get("/tokens/").content.decode()
+
+
+def test_revoking_asks_first_then_the_token_stops_working(browser, alice):
+    token, raw = create_token(alice, "old")
+    confirm = browser.get(f"/tokens/{token.pk}/revoke/")
+    assert confirm.status_code == 200
+    assert "Revoke old?" in confirm.content.decode()
+    assert ApiToken.objects.filter(pk=token.pk).exists()  # asking changes nothing
+
+    response = browser.post(f"/tokens/{token.pk}/revoke/", follow=True)
+    assert response.redirect_chain == [("/tokens/", 302)]
+    assert "revoked" in response.content.decode()
+    assert not ApiToken.objects.filter(pk=token.pk).exists()
+    api = Client(headers={"Authorization": f"Bearer {raw}"})
+    assert api.get("/api/sessions").status_code == 401
+
+
+def test_it_rejects_other_users_tokens(browser, bob):
+    token, _ = create_token(bob, "theirs")
+    assert browser.get(f"/tokens/{token.pk}/revoke/").status_code == 404
+    assert browser.post(f"/tokens/{token.pk}/revoke/").status_code == 404
+    assert browser.post(f"/tokens/{token.pk}/rename/", {"name": "mine now"}).status_code == 404
+    token.refresh_from_db()
+    assert token.name == "theirs"
+    assert browser.post("/tokens/999999/revoke/").status_code == 404
+
+
+def test_a_token_can_be_renamed(browser, alice):
+    token, _ = create_token(alice, "old name")
+    response = browser.post(f"/tokens/{token.pk}/rename/", {"name": "  new name  "})
+    assert response.status_code == 302
+    token.refresh_from_db()
+    assert token.name == "new name"
+
+
+def test_the_forms_are_protected_against_csrf(alice):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    assert browser.post("/tokens/", {"name": "forged"}).status_code == 403
+    token, _ = create_token(alice, "keep")
+    assert browser.post(f"/tokens/{token.pk}/revoke/").status_code == 403
+    assert list(ApiToken.objects.values_list("name", flat=True)) == ["keep"]
