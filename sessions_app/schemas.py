@@ -244,6 +244,9 @@ class RunOut(Schema):
     created_at: datetime
     finished_at: datetime | None
     feedback: FeedbackOut | None
+    session_state: dict[str, Any] | None = Field(
+        description="The session state as this run left it (null while it runs)."
+    )
 
     @staticmethod
     def resolve_user_id(obj: Run) -> str:

@@ -33,6 +33,7 @@ RUN_FIELDS = {
     "created_at",
     "finished_at",
     "feedback",
+    "session_state",
 }
 METRIC_FIELDS = {
     "input_tokens",
@@ -393,3 +394,13 @@ async def test_a_signed_in_browser_runs_with_its_cookie_and_csrf_token(alice, ag
     allowed = await ASGIClient({**cookie, "x-csrftoken": csrf}).post("/api/runs", {"input": "hi"})
     assert allowed.status_code == 200
     assert allowed.json()["content"] == "Echo: hi"
+
+
+
+async def test_a_finished_run_shows_the_session_state_it_left(as_alice, agent, upstream):
+    body = (
+        await post(as_alice, "/api/runs", {"input": "hi", "session_state": {"mood": "calm"}})
+    ).json()
+    assert body["session_state"] == {"mood": "calm"}
+    again = (await as_alice.get(f"/api/runs/{body['run_id']}")).json()
+    assert again["session_state"] == {"mood": "calm"}
