@@ -396,7 +396,6 @@ async def test_a_signed_in_browser_runs_with_its_cookie_and_csrf_token(alice, ag
     assert allowed.json()["content"] == "Echo: hi"
 
 
-
 async def test_a_finished_run_shows_the_session_state_it_left(as_alice, agent, upstream):
     body = (
         await post(as_alice, "/api/runs", {"input": "hi", "session_state": {"mood": "calm"}})
