@@ -109,6 +109,8 @@ class AgentOut(Schema):
     enable_session_summaries: bool
     session_state: dict[str, Any]
     add_session_state_to_context: bool
+    enable_agentic_state: bool
+    add_past_sessions_to_context: bool
     created_at: datetime
     updated_at: datetime
 
@@ -133,6 +135,8 @@ class AgentIn(Body):
     enable_session_summaries: StrictBool = False
     session_state: JSONObject = Field(default_factory=dict)
     add_session_state_to_context: StrictBool = False
+    enable_agentic_state: StrictBool = False
+    add_past_sessions_to_context: StrictBool = False
 
 
 class AgentPatch(Body):
@@ -150,6 +154,8 @@ class AgentPatch(Body):
     enable_session_summaries: StrictBool = None
     session_state: JSONObject = None
     add_session_state_to_context: StrictBool = None
+    enable_agentic_state: StrictBool = None
+    add_past_sessions_to_context: StrictBool = None
 
 
 class AgentListQuery(ListQuery):

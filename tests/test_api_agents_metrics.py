@@ -26,6 +26,8 @@ AGENT_FIELDS = {
     "enable_session_summaries",
     "session_state",
     "add_session_state_to_context",
+    "enable_agentic_state",
+    "add_past_sessions_to_context",
     "created_at",
     "updated_at",
 }
@@ -93,6 +95,10 @@ def test_staff_change_only_the_fields_they_send(staff, agent):
         5,
         "Assistant",
     )
+    memory_settings = {"enable_agentic_state": True, "add_past_sessions_to_context": True}
+    response = send(api_client(staff), "PATCH", f"/api/agents/{agent.agent_id}", memory_settings)
+    assert response.status_code == 200
+    assert {k: response.json()[k] for k in memory_settings} == memory_settings
 
 
 def test_other_users_may_not_create_or_change_agents(alice, agent):

@@ -25,6 +25,8 @@ EDITABLE_FIELDS = frozenset(
         "enable_session_summaries",
         "session_state",
         "add_session_state_to_context",
+        "enable_agentic_state",
+        "add_past_sessions_to_context",
     }
 )
 
