@@ -77,3 +77,14 @@ def _close_worker_thread_connections() -> Iterator[None]:
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer() -> Iterator[None]:
+    """Each async test runs on its own event loop; a Redis layer object remembers the loop that
+    last received on it, so every test gets a new one (a server has one loop and one layer)."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
