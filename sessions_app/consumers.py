@@ -27,6 +27,7 @@ log = logging.getLogger("parley.chat")
 
 CLOSE_UNAUTHENTICATED = 4401
 SNAPSHOT_TIMEOUT = 3.0
+FINISHED = 2**31  # the seq "seen" for a run shown as finished: later events add nothing
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -172,6 +173,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     SNAPSHOT_TIMEOUT, lambda r=run: asyncio.ensure_future(self.snapshot_timeout(r))
                 )
                 self.seen[run_id] = run.content_seq
+            else:
+                # Finished: the stored run already shows everything its events (some perhaps
+                # still in flight through the channel layer) would add.
+                self.seen[run_id] = FINISHED
             views.append(rendering.run_view(run, tools=used.get(run_id)))
         unchanged = (
             active is None
@@ -246,7 +251,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not message.get("found"):
             # It finished meanwhile: the stored run is the truth.
             run = await Run.objects.aget(pk=run_id)
-            self.seen[run_id] = 10**9
+            self.seen[run_id] = FINISHED
             await self.send(text_data=rendering.render_assistant(rendering.run_view(run), oob=True))
             await self.send(text_data=rendering.render_composer_actions(None))
             return

@@ -76,7 +76,15 @@ def _close_worker_thread_connections() -> Iterator[None]:
     from asgiref.sync import SyncToAsync
     from django.db import connections
 
-    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+    future = SyncToAsync.single_thread_executor.submit(connections.close_all)
+    try:
+        future.result(timeout=15)
+    except TimeoutError:
+        import faulthandler
+        import sys
+
+        faulthandler.dump_traceback(file=sys.stderr)
+        raise
 
 
 @pytest.fixture(autouse=True)
@@ -88,3 +96,26 @@ def _fresh_channel_layer() -> Iterator[None]:
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
+def _settle_background_tasks(request) -> Iterator[None]:
+    """After an async test, stop what it left running (heartbeats, fan-out, snapshot server)
+    while its loop can still run, and say which task refuses to stop."""
+    import asyncio
+    import inspect
+
+    if not inspect.iscoroutinefunction(getattr(request, "function", None)):
+        yield
+        return
+    runner = request.getfixturevalue("_function_scoped_runner")
+    yield
+    loop = runner.get_loop()
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        _done, stuck = loop.run_until_complete(asyncio.wait(pending, timeout=10))
+        for task in stuck:
+            task.print_stack()
+        assert not stuck, f"tasks that ignore cancellation: {[t.get_name() for t in stuck]}"

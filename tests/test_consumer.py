@@ -110,7 +110,7 @@ async def test_a_socket_from_a_foreign_origin_is_refused(alice, upstream):
 
 
 async def test_a_first_message_creates_a_session_and_streams_the_answer(alice, agent, upstream):
-    upstream.script(Reply("Hello <b>Alice</b>, **welcome**.", delay=0.01))
+    upstream.script(Reply("Hello <b>Alice</b>, **welcome**.", first_delay=0.3, delay=0.01))
     tab = await open_tab(alice)
     await tab.send(action="send", session_id="", input="Hi!")
     started = await tab.until('data-testid="user-message"')

@@ -116,6 +116,9 @@ async def _beat() -> None:
                 )
             ]
         except Exception:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError from None
             log.exception("heartbeat failed")
             continue
         for pk in stop:

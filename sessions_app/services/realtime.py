@@ -28,13 +28,9 @@ def group_name(session_id: Any) -> str:
     return f"session.{uuid.UUID(str(session_id)).hex}"
 
 
-def worker_group(worker_id: str) -> str:
+def worker_channel(worker_id: str) -> str:
     """Where a process listens for snapshot requests about the runs it streams."""
     return "worker." + uuid.uuid5(uuid.NAMESPACE_URL, worker_id).hex
-
-
-# Redis forgets group members after a day; rejoin well before that.
-REJOIN_EVERY = 3600.0
 
 
 def forward(event: streams.Event) -> None:
@@ -51,17 +47,40 @@ def forward(event: streams.Event) -> None:
 
 
 async def _pump(queue: asyncio.Queue[streams.Event]) -> None:
+    """Forward queued events: in order within a session, sessions side by side.
+
+    Awaiting one group_send at a time capped the whole process at about one event per loop turn
+    (the in-memory layer's send takes several turns, Redis's a round trip): under load the queue
+    grew and every piece of every answer arrived seconds late. Each pass takes all that waits.
+    """
     layer = get_channel_layer()
     while True:
-        event = await queue.get()
+        batch = [await queue.get()]
+        while not queue.empty():
+            batch.append(queue.get_nowait())
+        by_group: dict[str, list[streams.Event]] = {}
+        for event in batch:
+            by_group.setdefault(group_name(event["session_id"]), []).append(event)
         try:
-            await layer.group_send(
-                group_name(event["session_id"]), {"type": "run.event", "event": event}
-            )
+            await asyncio.gather(*(_send_in_order(layer, g, evs) for g, evs in by_group.items()))
+        finally:
+            for _ in batch:
+                queue.task_done()
+
+
+async def _send_in_order(layer: Any, group: str, events: list[streams.Event]) -> None:
+    for event in events:
+        try:
+            await layer.group_send(group, {"type": "run.event", "event": event})
         except Exception:
             log.exception("could not forward a run event")
-        finally:
-            queue.task_done()
+
+
+def _being_cancelled() -> bool:
+    """Whether this task was asked to stop (a layer may raise something else than
+    CancelledError while it is being cancelled)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def drain() -> None:
@@ -73,24 +92,20 @@ async def drain() -> None:
 async def _serve_snapshots() -> None:
     """Answer other processes asking what a run of ours has streamed so far.
 
-    The listening channel is process-local (`new_channel`): receiving on it is cancellable, so
-    the process can stop cleanly; the group gives it a name other processes can compute.
+    The channel's name is derived from the worker id stored on each run, so other processes
+    can address this one without any registry.
     """
     layer = get_channel_layer()
-    channel = await layer.new_channel()
-    group = worker_group(liveness.WORKER_ID)
-    joined: float | None = None
-    loop = asyncio.get_running_loop()
+    channel = worker_channel(liveness.WORKER_ID)
     while True:
         try:
-            if joined is None or loop.time() - joined > REJOIN_EVERY:
-                await layer.group_add(group, channel)
-                joined = loop.time()
             request = await layer.receive(channel)
             await layer.send(request["reply_to"], snapshot_message(request["run_id"]))
         except asyncio.CancelledError:
             raise
         except Exception:
+            if _being_cancelled():
+                raise asyncio.CancelledError from None
             log.exception("snapshot channel failed")
             await asyncio.sleep(1)
 
@@ -109,7 +124,7 @@ def snapshot_message(run_id: Any) -> dict[str, Any]:
 
 
 async def request_snapshot(worker_id: str, run_id: Any, reply_to: str) -> None:
-    await get_channel_layer().group_send(
-        worker_group(worker_id),
+    await get_channel_layer().send(
+        worker_channel(worker_id),
         {"type": "snapshot.request", "run_id": str(run_id), "reply_to": reply_to},
     )

@@ -285,6 +285,8 @@ class _Call:
 
 # A model that keeps calling tools gets this many rounds, then must answer.
 MAX_TOOL_ROUNDS = 5
+# Longest stretch (s) the engine parses a fast upstream's deltas before letting others run.
+YIELD_EVERY = 0.020
 
 
 async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
@@ -297,6 +299,7 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
     started = time.perf_counter()
     first_token: float | None = None
     last_checkpoint = time.monotonic()
+    last_yield = 0.0  # the first delta yields at once, so its piece goes out before the next
     checkpoint_every = settings.PARLEY_CHECKPOINT_INTERVAL
     assistant_id = plan.assistant_message_id
     round_text: list[str] = []
@@ -323,6 +326,13 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
                             last_checkpoint = time.monotonic()
                             if not await _checkpoint(run.run_id, "".join(parts), stream.seq):
                                 raise asyncio.CancelledError
+                        elif time.monotonic() - last_yield >= YIELD_EVERY:
+                            # A fast upstream's deltas arrive many to a socket read and parse
+                            # without a pause: let the first piece reach its subscribers (a few
+                            # loop turns) before reading on, then yield now and then, or every
+                            # other run would wait until this whole answer was read.
+                            await asyncio.sleep(0.001 if last_yield == 0.0 else 0)
+                            last_yield = time.monotonic()
                     elif isinstance(item, llm.ToolCallsDelta):
                         asked = item.tool_calls
                     elif isinstance(item, llm.StreamEnd):
