@@ -26,3 +26,9 @@ test: $(PY)
 lint: $(PY)
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
+
+# Parley against its references (Direct upstream, a naive Channels consumer), measured in the
+# same run on loopback; prints the table the README shows. ARGS="--quick" for a smoke run.
+bench: $(PY)
+	$(PIP) install --quiet -e ".[dev]"
+	$(PY) -m bench $(ARGS)

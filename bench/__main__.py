@@ -1,0 +1,166 @@
+"""`python -m bench`: start the stack, measure the chosen figures, print the table, clean up."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from tqdm import tqdm
+
+from bench import capacity, dbwork, frames, latency, lists
+from bench.context import Bench, Options
+from bench.report import render
+from bench.servers import Stack
+
+FIGURES: dict[str, Callable[[Bench], Awaitable[None]]] = {
+    "latency": latency.run,
+    "frames": frames.run,
+    "capacity": capacity.run,
+    "dbwork": dbwork.run,
+    "lists": lists.run,
+}
+ALIASES = {"1": "latency", "2": "capacity", "3": "dbwork", "4": "lists", "5": "frames"}
+# The whole benchmark stops here whatever happens (a full run takes about seven minutes).
+DEADLINE = 20 * 60.0
+
+
+def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes; under two minutes")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="FIGURE",
+        help=f"figures to run: {', '.join(FIGURES)} (or 1-5); default all",
+    )
+    parser.add_argument("--clients", type=int, default=100, help="concurrent clients in fig 1")
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--redis", action="store_true", help="channel layer on Redis (db 14)")
+    parser.add_argument("--capacity-levels", type=int, nargs="+", default=[], metavar="N")
+    parser.add_argument("--capacity-transport", choices=["ws", "sse"], default="ws")
+    parser.add_argument("--profile", type=Path, help="py-spy flame graph of Parley to this SVG")
+    parser.add_argument("--output", type=Path, help="also write the table to this file")
+    args = parser.parse_args(argv)
+    only = [ALIASES.get(name, name) for name in args.only]
+    unknown = [name for name in only if name not in FIGURES]
+    if unknown:
+        parser.error(f"unknown figure(s): {', '.join(unknown)}")
+    opts = Options(
+        quick=args.quick,
+        only=only,
+        clients=args.clients,
+        db=args.db,
+        redis=args.redis,
+        capacity_levels=sorted(args.capacity_levels),
+        capacity_transport=args.capacity_transport,
+    )
+    return opts, args
+
+
+def _selected(opts: Options) -> list[str]:
+    return [name for name in FIGURES if not opts.only or name in opts.only]
+
+
+def setup(bench: Bench, figures: list[str]) -> None:
+    stack, opts = bench.stack, bench.opts
+    steps = tqdm(total=5, desc="setup", unit="step")
+    try:
+        stack.start_upstream()
+        steps.update()
+        stack.manage("migrate", "--run-syncdb", "--noinput")
+        steps.update()
+        scenarios = [sc for sc, _, _, _ in latency.plan(bench)] + [capacity.scenario(bench)]
+        models = sorted({sc.model for sc in scenarios})
+        needed = 2  # figure 5 on its own
+        if "latency" in figures:
+            needed += latency.sessions_needed(bench)
+        if "capacity" in figures:
+            needed += capacity.sessions_needed(bench)
+        data = stack.helper("fixtures", "--sessions", str(needed), "--models", *models)
+        bench.token, bench.cookie = data["token"], data["cookie"]
+        bench.agents, bench.sessions = data["agents"], data["sessions"]
+        steps.update()
+        stack.start_daphne("parley", "project.asgi:application", "project.settings")
+        steps.update()
+        if {"latency", "frames", "capacity"} & set(figures):
+            stack.start_daphne("naive", "bench.naive.asgi:application", "bench.naive.settings")
+        steps.update()
+    finally:
+        steps.close()
+    if opts.db == "postgres":
+        bench.note("database: PostgreSQL (scratch database parley_bench)")
+
+
+def start_profiler(bench: Bench, path: Path) -> subprocess.Popen[bytes]:
+    py_spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen(
+        [str(py_spy), "record", "-o", str(path), "--pid", str(bench.stack.pid("parley"))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def measure(bench: Bench, figures: list[str]) -> None:
+    async with asyncio.timeout(DEADLINE):
+        for name in figures:
+            await FIGURES[name](bench)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts, args = parse(argv)
+    figures = _selected(opts)
+    # SIGTERM unwinds like Ctrl-C, so `finally` stops the servers and drops the database.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    stack = Stack(db=opts.db, redis=opts.redis)
+    bench = Bench(opts=opts, stack=stack)
+    profiler: subprocess.Popen[bytes] | None = None
+    try:
+        setup(bench, figures)
+        if args.profile:
+            profiler = start_profiler(bench, args.profile)
+        asyncio.run(measure(bench, figures))
+    except Exception as exc:
+        for name in stack.procs:
+            print(f"--- {name} log ---\n{stack.log_tail(name)}", file=sys.stderr)
+        print(f"benchmark failed: {exc!r}", file=sys.stderr)
+        if not bench.rows:
+            return 1
+    finally:
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            try:
+                profiler.wait(30)
+            except subprocess.TimeoutExpired:
+                profiler.kill()
+        stack.close()
+    elapsed = time.monotonic() - started
+    command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    # Other work on the machine shows in latencies (not in CPU per run): say how busy it was.
+    bench.note(
+        f"load average (1 min) {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
+    )
+    bench.note(
+        f"{command.strip()} · {os.cpu_count()} cores · {platform.python_implementation()} "
+        f"{platform.python_version()} · {opts.db} · finished in {elapsed:.0f} s"
+    )
+    table = render(bench.rows, bench.notes)
+    print(table)
+    if args.output:
+        args.output.write_text(table + "\n")
+    # Missed targets are findings, reported in the table, not failures of the benchmark.
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

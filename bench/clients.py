@@ -1,0 +1,236 @@
+"""The load generator's clients: one run over the upstream directly, over SSE, over a WebSocket.
+
+All three record the same things the same way (monotonic clock, from the moment the request is
+sent), so their numbers can be divided by each other. Every wait is bounded by a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+from websockets.asyncio.client import ClientConnection, connect
+
+PIECE = 'hx-swap-oob="beforeend:#run-'
+FAILED_STATUSES = ('data-run-status="error"', 'data-run-status="interrupted"')
+NOTICE = 'data-testid="chat-notice"'
+CONNECT_TIMEOUT = 30.0
+
+
+@dataclass
+class RunResult:
+    ok: bool = False
+    error: str = ""
+    ttft: float | None = None  # seconds from sending the request to the first piece of text
+    total: float | None = None  # seconds from sending the request to the end of the answer
+    pieces: list[float] = field(default_factory=list)  # arrival of each piece, from the send
+    frames: int = 0  # WebSocket frames (or SSE events) received for this run
+    bytes: int = 0  # their payload bytes
+
+    def gaps(self) -> list[float]:
+        return [b - a for a, b in zip(self.pieces, self.pieces[1:], strict=False)]
+
+
+def expected_tail(tokens: int) -> str:
+    """The scripted upstream's last token: a run that shows it was delivered in full."""
+    return f"tok{tokens - 1}"
+
+
+def _limits() -> httpx.Limits:
+    return httpx.Limits(max_connections=None, max_keepalive_connections=None)
+
+
+class DirectClient:
+    """The reference: the `openai` client reading the scripted upstream itself."""
+
+    def __init__(self, base_url: str, timeout: float) -> None:
+        self.http = httpx.AsyncClient(limits=_limits(), timeout=timeout)
+        self.client = openai.AsyncOpenAI(
+            base_url=base_url, api_key="bench", max_retries=0, http_client=self.http
+        )
+
+    async def run(self, model: str, prompt: str, tokens: int, limit: float) -> RunResult:
+        result = RunResult()
+        started = time.perf_counter()
+        text: list[str] = []
+        try:
+            async with asyncio.timeout(limit):
+                stream = await self.client.chat.completions.create(
+                    model=model,
+                    messages=[{"role": "user", "content": prompt}],
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+                async with stream:
+                    async for chunk in stream:
+                        result.frames += 1
+                        if chunk.choices and chunk.choices[0].delta.content:
+                            now = time.perf_counter() - started
+                            if result.ttft is None:
+                                result.ttft = now
+                            result.pieces.append(now)
+                            text.append(chunk.choices[0].delta.content)
+            result.total = time.perf_counter() - started
+            result.ok = "".join(text).rstrip().endswith(expected_tail(tokens))
+            result.error = "" if result.ok else "incomplete answer"
+        except Exception as exc:  # a failed run is a data point, not a crash
+            result.error = repr(exc)
+        return result
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class SSEClient:
+    """Parley's REST API: POST /api/runs with "stream": true, read as text/event-stream."""
+
+    def __init__(self, base_url: str, token: str, timeout: float) -> None:
+        self.http = httpx.AsyncClient(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {token}"},
+            limits=_limits(),
+            timeout=timeout,
+        )
+
+    async def run(
+        self, agent_id: str, session_id: str, prompt: str, tokens: int, limit: float
+    ) -> RunResult:
+        result = RunResult()
+        payload = {"input": prompt, "agent_id": agent_id, "session_id": session_id, "stream": True}
+        started = time.perf_counter()
+        event = ""
+        try:
+            async with (
+                asyncio.timeout(limit),
+                self.http.stream("POST", "/api/runs", json=payload) as response,
+            ):
+                if response.status_code != 200:
+                    await response.aread()
+                    result.error = f"{response.status_code} {response.text[:200]}"
+                    return result
+                async for line in response.aiter_lines():
+                    result.bytes += len(line) + 1
+                    if line.startswith("event: "):
+                        event = line[7:]
+                        result.frames += 1
+                    elif line.startswith("data: "):
+                        if event == "RunContent":
+                            now = time.perf_counter() - started
+                            if result.ttft is None:
+                                result.ttft = now
+                            result.pieces.append(now)
+                        elif event == "RunCompleted":
+                            result.total = time.perf_counter() - started
+                            content = json.loads(line[6:]).get("content", "")
+                            result.ok = content.rstrip().endswith(expected_tail(tokens))
+                            result.error = "" if result.ok else "incomplete answer"
+                        elif event in ("RunError", "RunCancelled"):
+                            result.error = f"{event}: {line[6:200]}"
+                # Read to the end of the body (the server ends it after the last event), so the
+                # connection is reused, as the Direct client's is.
+            if not result.ok and not result.error:
+                result.error = "the stream ended without RunCompleted"
+        except Exception as exc:
+            result.error = repr(exc)
+        return result
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+class ChatSocket:
+    """One browser tab's WebSocket: Parley's /ws/chat/ or the baseline's /ws/naive/."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+
+    @classmethod
+    async def open(cls, base_url: str, path: str, cookie: str) -> ChatSocket:
+        origin = base_url
+        ws = await connect(
+            base_url.replace("http://", "ws://") + path,
+            origin=origin,  # type: ignore[arg-type]
+            additional_headers={"Cookie": f"sessionid={cookie}"},
+            # What Parley is sent, uncompressed; and no pings that could time out under load.
+            compression=None,
+            ping_interval=None,
+            max_size=None,
+            open_timeout=CONNECT_TIMEOUT,
+        )
+        return cls(ws)
+
+    async def watch(self, session_id: str) -> None:
+        """Parley: show this session first, so a send later is only a send."""
+        await self.ws.send(json.dumps({"action": "watch", "session_id": session_id}))
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            while 'id="composer-actions"' not in str(await self.ws.recv()):
+                pass
+
+    async def run(self, frame: dict[str, Any], tokens: int, limit: float) -> RunResult:
+        result = RunResult()
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(limit):
+                await self.ws.send(json.dumps(frame))
+                while True:
+                    text = str(await self.ws.recv())
+                    result.frames += 1
+                    result.bytes += len(text.encode())
+                    if 'data-run-status="completed"' in text:
+                        result.total = time.perf_counter() - started
+                        result.ok = expected_tail(tokens) in text
+                        result.error = "" if result.ok else "incomplete answer"
+                        break
+                    if PIECE in text:
+                        now = time.perf_counter() - started
+                        if result.ttft is None:
+                            result.ttft = now
+                        result.pieces.append(now)
+                    elif NOTICE in text or any(s in text for s in FAILED_STATUSES):
+                        result.error = text[:300]
+                        break
+        except Exception as exc:
+            result.error = repr(exc)
+        return result
+
+    async def close(self) -> None:
+        try:
+            async with asyncio.timeout(5):
+                await self.ws.close()
+        except Exception:
+            pass
+
+
+async def open_sockets(
+    n: int, base_url: str, path: str, cookie: str, watch: list[str] | None = None
+) -> list[ChatSocket]:
+    """Open n sockets, 50 handshakes at a time (a crowd arriving, not a single burst)."""
+    gate = asyncio.Semaphore(50)
+
+    async def one(i: int) -> ChatSocket:
+        async with gate:
+            sock = await ChatSocket.open(base_url, path, cookie)
+            if watch is not None:
+                try:
+                    await sock.watch(watch[i])
+                except BaseException:
+                    await sock.close()
+                    raise
+            return sock
+
+    opened = await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
+    sockets = [s for s in opened if isinstance(s, ChatSocket)]
+    failed = [s for s in opened if not isinstance(s, ChatSocket)]
+    if failed:
+        await close_sockets(sockets)
+        raise RuntimeError(f"{len(failed)} of {n} sockets could not open: {failed[0]!r}")
+    return sockets
+
+
+async def close_sockets(sockets: list[ChatSocket]) -> None:
+    await asyncio.gather(*(s.close() for s in sockets))

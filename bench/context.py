@@ -1,0 +1,71 @@
+"""What every figure needs: the options, the running stack, the fixtures, and where rows go."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.report import Row
+from bench.servers import Stack
+from bench.upstream import model_name
+
+PROMPT = "Tell me something in a few hundred words, please."
+
+
+@dataclass
+class Options:
+    quick: bool = False
+    only: list[str] = field(default_factory=list)
+    clients: int = 100
+    db: str = "sqlite"
+    redis: bool = False
+    capacity_levels: list[int] = field(default_factory=list)
+    capacity_transport: str = "ws"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One upstream script: how many tokens, how far apart."""
+
+    name: str
+    tokens: int
+    delay: float
+
+    @property
+    def model(self) -> str:
+        return model_name(self.tokens, self.delay)
+
+    def timeout(self) -> float:
+        """Generous but bounded: three times the upstream's own pace, plus half a minute."""
+        return self.tokens * self.delay * 3 + 30.0
+
+
+@dataclass
+class Bench:
+    opts: Options
+    stack: Stack
+    token: str = ""
+    cookie: str = ""
+    agents: dict[str, str] = field(default_factory=dict)
+    sessions: list[str] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    shared: dict[str, Any] = field(default_factory=dict)  # results one figure lends another
+    _taken: int = 0
+
+    def take(self, n: int) -> list[str]:
+        """n sessions nobody has run in yet, so every scenario starts from the same state."""
+        if self._taken + n > len(self.sessions):
+            raise RuntimeError("the fixtures made too few sessions for this plan")
+        chosen = self.sessions[self._taken : self._taken + n]
+        self._taken += n
+        return chosen
+
+    def agent(self, scenario: Scenario) -> str:
+        return self.agents[scenario.model]
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)

@@ -1,0 +1,306 @@
+"""Database-side helpers, run as `python -m bench.dbtool COMMAND` with the servers' settings.
+
+They run in their own process (not in the load generator) because they need Django configured
+against the scratch database. Each prints one JSON object as its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import django
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import transaction  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from bench.querycount import Counted, count_queries  # noqa: E402
+from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session  # noqa: E402
+from sessions_app.services.tokens import create_token  # noqa: E402
+
+User = get_user_model()
+BATCH = 2000
+
+
+def _user(username: str, *, staff: bool = False) -> Any:
+    user, _ = User.objects.get_or_create(
+        username=username, defaults={"is_staff": staff, "is_superuser": staff}
+    )
+    return user
+
+
+def _cookie(user: Any) -> str:
+    client = Client()
+    client.force_login(user)
+    return str(client.cookies["sessionid"].value)
+
+
+def _agent(model: str) -> Agent:
+    agent, _ = Agent.objects.update_or_create(
+        name=f"bench {model}", defaults={"model": model, "instructions": ""}
+    )
+    return agent
+
+
+def fixtures(args: argparse.Namespace) -> dict[str, Any]:
+    """The load's user, its token and cookie, one agent per upstream script, and sessions."""
+    user = _user("bench")
+    agents = {model: str(_agent(model).pk) for model in args.models}
+    first = Agent.objects.get(pk=agents[args.models[0]])
+    sessions = Session.objects.bulk_create(
+        [Session(user=user, agent=first, session_name=f"bench {i}") for i in range(args.sessions)],
+        batch_size=BATCH,
+    )
+    _, token = create_token(user, "bench")
+    return {
+        "token": token,
+        "cookie": _cookie(user),
+        "agents": agents,
+        "sessions": [str(s.pk) for s in sessions],
+    }
+
+
+# -- figure 3: database work per run --------------------------------------------------------
+
+
+def _summary(counted: Counted) -> dict[str, int]:
+    return {
+        "queries": counted.queries,
+        "writes": counted.writes,
+        "rows_written": counted.rows_written,
+        "checkpoints": counted.checkpoints,
+    }
+
+
+async def _parley_run(user: Any, agent: Agent, session_id: Any) -> dict[str, int]:
+    from sessions_app.services import runs
+
+    with count_queries() as counted:
+        handle = await runs.start_run(
+            user, "count my queries", agent_id=agent.pk, session_id=session_id
+        )
+        async for event in handle.events():
+            if event["event"] in ("RunError", "RunCancelled"):
+                raise RuntimeError(f"run failed: {event}")
+        await handle.task
+    return _summary(counted)
+
+
+async def _naive_run(user: Any, model: str) -> dict[str, int]:
+    from channels.testing import WebsocketCommunicator
+
+    from bench.naive.consumer import NaiveChatConsumer
+
+    communicator = WebsocketCommunicator(NaiveChatConsumer.as_asgi(), "/ws/naive/")
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    if not connected:
+        raise RuntimeError("the naive consumer refused the socket")
+    try:
+        with count_queries() as counted:
+            frame = {"action": "send", "input": "count my queries", "model": model}
+            await communicator.send_to(text_data=json.dumps(frame))
+            while True:
+                text = await communicator.receive_from(timeout=60)
+                if 'data-run-status="completed"' in text:
+                    break
+                if 'data-run-status="error"' in text:
+                    raise RuntimeError("naive run failed")
+    finally:
+        await communicator.disconnect()
+    return _summary(counted)
+
+
+async def _dbwork(models: list[str]) -> dict[str, Any]:
+    from asgiref.sync import sync_to_async
+
+    user = await sync_to_async(_user)("bench_db")
+    agents = {m: await sync_to_async(_agent)(m) for m in models}
+    session = await Session.objects.acreate(user=user, agent=agents[models[0]])
+    # First-use queries (content types, connection setup) aside, then steady-state runs.
+    await _parley_run(user, agents[models[0]], session.pk)
+    await _naive_run(user, models[0])
+    out: dict[str, Any] = {"parley": {}, "naive": {}}
+    for model in models:
+        out["parley"][model] = await _parley_run(user, agents[model], session.pk)
+        out["naive"][model] = await _naive_run(user, model)
+    return out
+
+
+def dbwork(args: argparse.Namespace) -> dict[str, Any]:
+    return asyncio.run(_dbwork(args.models))
+
+
+# -- figure 4: lists at size ------------------------------------------------------------------
+
+
+def _no_auto_now() -> None:
+    """Seeded rows get spread-out timestamps, as real data has; auto_now would make them equal."""
+    for model in (Session, Run, Message):
+        for name in ("created_at", "updated_at"):
+            try:
+                field = model._meta.get_field(name)
+            except Exception:
+                continue
+            field.auto_now = field.auto_now_add = False  # type: ignore[attr-defined]
+
+
+def seed(args: argparse.Namespace) -> dict[str, Any]:
+    """`sessions` sessions of `runs` runs (two messages each) for `user`, plus sessions of other
+    users until the table holds `total_sessions`. Bulk inserts in batches, one transaction."""
+    _no_auto_now()
+    started = time.perf_counter()
+    rng = random.Random(5)
+    agent = _agent("bench:20:0")
+    owner = _user(args.user)
+    staff = _user("bench_staff", staff=True)
+    now = timezone.now()
+    with transaction.atomic():
+        sessions = []
+        for i in range(args.sessions):
+            created = now - timedelta(days=365) + timedelta(seconds=i * 3000)
+            updated = created + timedelta(seconds=rng.randint(0, 3000 * args.sessions // 2))
+            sessions.append(
+                Session(
+                    session_id=uuid.uuid4(),
+                    user=owner,
+                    agent=agent,
+                    session_name=f"Conversation {i} about topic {rng.randint(0, 999)}",
+                    created_at=created,
+                    updated_at=min(updated, now),
+                )
+            )
+        Session.objects.bulk_create(sessions, batch_size=BATCH)
+        run_batch: list[Run] = []
+        message_batch: list[Message] = []
+        for session in sessions:
+            for position in range(1, args.runs + 1):
+                at = session.created_at + timedelta(seconds=position * 10)
+                run = Run(
+                    run_id=uuid.uuid4(),
+                    session=session,
+                    user=owner,
+                    agent=agent,
+                    position=position,
+                    status=RunStatus.COMPLETED,
+                    input=f"Question {position}",
+                    content=f"Answer {position} " * 8,
+                    model=agent.model,
+                    input_tokens=12,
+                    output_tokens=24,
+                    total_tokens=36,
+                    duration=1.5,
+                    time_to_first_token=0.2,
+                    created_at=at,
+                    finished_at=at,
+                )
+                run_batch.append(run)
+                message_batch += [
+                    Message(
+                        run=run,
+                        session=session,
+                        order=0,
+                        role=Role.USER,
+                        content=run.input,
+                        created_at=at,
+                    ),
+                    Message(
+                        run=run,
+                        session=session,
+                        order=1,
+                        role=Role.ASSISTANT,
+                        content=run.content,
+                        created_at=at,
+                    ),
+                ]
+            if len(message_batch) >= 4 * BATCH:
+                Run.objects.bulk_create(run_batch, batch_size=BATCH)
+                Message.objects.bulk_create(message_batch, batch_size=BATCH)
+                run_batch, message_batch = [], []
+        Run.objects.bulk_create(run_batch, batch_size=BATCH)
+        Message.objects.bulk_create(message_batch, batch_size=BATCH)
+        others = [_user(f"bench_other{i:03d}") for i in range(args.other_users)]
+        missing = max(0, args.total_sessions - Session.objects.count())
+        Session.objects.bulk_create(
+            [
+                Session(
+                    session_id=uuid.uuid4(),
+                    user=others[i % len(others)],
+                    agent=agent,
+                    session_name=f"Other conversation {i}",
+                    created_at=now - timedelta(seconds=i * 60),
+                    updated_at=now - timedelta(seconds=i * 30),
+                )
+                for i in range(missing)
+            ],
+            batch_size=BATCH,
+        )
+    _, token = create_token(owner, "bench lists")
+    return {
+        "seconds": round(time.perf_counter() - started, 1),
+        "sessions_total": Session.objects.count(),
+        "user_sessions": Session.objects.filter(user=owner).count(),
+        "user_messages": Message.objects.filter(session__user=owner).count(),
+        "cookie": _cookie(owner),
+        "staff_cookie": _cookie(staff),
+        "token": token,
+    }
+
+
+LIST_URLS = {
+    "sidebar": "/sessions/?page=1",
+    "api": "/api/sessions",
+    "admin": "/admin/sessions_app/session/",
+}
+
+
+def count_lists(args: argparse.Namespace) -> dict[str, int]:
+    """Queries each list request makes (session and user lookups included), after a warm-up."""
+    owner, staff = Client(), Client()
+    owner.force_login(User.objects.get(username=args.user))
+    staff.force_login(User.objects.get(username="bench_staff"))
+    out = {}
+    for name, url in LIST_URLS.items():
+        client = staff if name == "admin" else owner
+        client.get(url)
+        with count_queries() as counted:
+            response = client.get(url)
+        if response.status_code != 200:
+            raise RuntimeError(f"{url} answered {response.status_code}")
+        out[name] = counted.queries
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.dbtool")
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("fixtures")
+    p.add_argument("--sessions", type=int, required=True)
+    p.add_argument("--models", nargs="+", required=True)
+    p = commands.add_parser("dbwork")
+    p.add_argument("--models", nargs="+", required=True)
+    p = commands.add_parser("seed")
+    p.add_argument("--user", required=True)
+    p.add_argument("--sessions", type=int, required=True)
+    p.add_argument("--runs", type=int, required=True)
+    p.add_argument("--total-sessions", type=int, default=0)
+    p.add_argument("--other-users", type=int, default=100)
+    p = commands.add_parser("count-lists")
+    p.add_argument("--user", required=True)
+    args = parser.parse_args()
+    handler = {"fixtures": fixtures, "dbwork": dbwork, "seed": seed, "count-lists": count_lists}
+    print(json.dumps(handler[args.command](args)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

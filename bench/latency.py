@@ -1,0 +1,270 @@
+"""Figure 1: time to first token and total time of a run, over SSE and over the WebSocket,
+at one client and at many, against the upstream read directly (Direct) and the naive consumer.
+
+Every transport runs the same scenario with the same client machinery in this one process; the
+four are measured one after another, never at the same time, so they don't share the CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from bench.clients import (
+    ChatSocket,
+    DirectClient,
+    RunResult,
+    SSEClient,
+    close_sockets,
+    open_sockets,
+)
+from bench.context import PROMPT, Bench, Scenario
+from bench.report import Row
+from bench.servers import cpu_seconds
+from bench.stats import p50, p95
+
+TRANSPORTS = ("direct", "sse", "ws", "naive")
+LABELS = {"direct": "Direct", "sse": "SSE", "ws": "WS", "naive": "Naive WS"}
+
+
+@dataclass
+class Series:
+    """Every run of one transport in one scenario at one concurrency."""
+
+    results: list[RunResult] = field(default_factory=list)
+    throughputs: list[float] = field(default_factory=list)  # tokens/s of each concurrent batch
+    cpu: float = 0.0  # CPU seconds the serving process used during the recorded rounds
+
+    @property
+    def ok(self) -> list[RunResult]:
+        return [r for r in self.results if r.ok]
+
+    @property
+    def failures(self) -> list[RunResult]:
+        return [r for r in self.results if not r.ok]
+
+    def ttft(self) -> list[float]:
+        return [r.ttft for r in self.ok if r.ttft is not None]
+
+    def total(self) -> list[float]:
+        return [r.total for r in self.ok if r.total is not None]
+
+    def cpu_per_run(self) -> float:
+        return self.cpu / len(self.results) if self.results else float("nan")
+
+
+Runner = Callable[[int], Awaitable[RunResult]]
+SERVER = {"sse": "parley", "ws": "parley", "naive": "naive"}
+
+
+async def _runners(
+    bench: Bench, transport: str, scenario: Scenario, n: int
+) -> tuple[list[Runner], Callable[[], Awaitable[None]]]:
+    """n independent clients of one transport, and how to let them go."""
+    stack, timeout, tokens = bench.stack, scenario.timeout(), scenario.tokens
+    if transport == "direct":
+        direct = DirectClient(stack.upstream_url, timeout)
+
+        async def run_direct(i: int) -> RunResult:
+            return await direct.run(scenario.model, PROMPT, tokens, timeout)
+
+        return [run_direct] * n, direct.close
+    if transport == "sse":
+        sse = SSEClient(stack.url("parley"), bench.token, timeout)
+        sessions, agent = bench.take(n), bench.agent(scenario)
+
+        async def run_sse(i: int) -> RunResult:
+            return await sse.run(agent, sessions[i], PROMPT, tokens, timeout)
+
+        return [run_sse] * n, sse.close
+    sockets: list[ChatSocket]
+    if transport == "ws":
+        sessions, agent = bench.take(n), bench.agent(scenario)
+        sockets = await open_sockets(n, stack.url("parley"), "/ws/chat/", bench.cookie, sessions)
+        frames = [
+            {"action": "send", "input": PROMPT, "session_id": s, "agent_id": agent}
+            for s in sessions
+        ]
+    else:
+        sockets = await open_sockets(n, stack.url("naive"), "/ws/naive/", bench.cookie)
+        frames = [
+            {"action": "send", "input": PROMPT, "session_id": uuid.uuid4().hex, "model": model}
+            for model in [scenario.model] * n
+        ]
+
+    def runner(i: int) -> Runner:
+        async def run_ws(_: int) -> RunResult:
+            return await sockets[i].run(frames[i], tokens, timeout)
+
+        return run_ws
+
+    async def close() -> None:
+        await close_sockets(sockets)
+
+    return [runner(i) for i in range(n)], close
+
+
+async def _batch(runners: list[Runner]) -> tuple[list[RunResult], float]:
+    started = time.perf_counter()
+    batch = await asyncio.gather(*(run(i) for i, run in enumerate(runners)))
+    return list(batch), time.perf_counter() - started
+
+
+async def measure(
+    bench: Bench,
+    transports: tuple[str, ...],
+    scenario: Scenario,
+    clients: int,
+    rounds: int,
+    warmup: bool,
+    bar: tqdm | None = None,
+) -> dict[str, Series]:
+    """`rounds` rounds; in each, every transport in turn runs one batch (`clients` runs at
+    once). Interleaving the transports round by round spreads any outside load over all of
+    them alike, instead of on whichever happened to run at that moment."""
+    series = {t: Series() for t in transports}
+    runners: dict[str, list[Runner]] = {}
+    closers: list[Callable[[], Awaitable[None]]] = []
+    try:
+        for transport in transports:
+            runners[transport], close = await _runners(bench, transport, scenario, clients)
+            closers.append(close)
+        if warmup:  # connection pools, first-use code paths; not recorded
+            for transport in transports:
+                await _batch(runners[transport])
+        for r in range(rounds):
+            for k in range(len(transports)):
+                transport = transports[(r + k) % len(transports)]
+                server = SERVER.get(transport)
+                cpu_before = cpu_seconds(bench.stack.pid(server)) if server else 0.0
+                batch, wall = await _batch(runners[transport])
+                if server:
+                    series[transport].cpu += cpu_seconds(bench.stack.pid(server)) - cpu_before
+                series[transport].results += batch
+                delivered = sum(1 for res in batch if res.ok) * scenario.tokens
+                series[transport].throughputs.append(delivered / wall)
+            if bar is not None:
+                bar.update()
+    finally:
+        for close in closers:
+            await close()
+    return series
+
+
+def _pair(values: list[float]) -> tuple[float, float | None]:
+    if len(values) == 1:
+        return (values[0], None)
+    return (p50(values), p95(values))
+
+
+def _latency_rows(
+    bench: Bench, where: str, solo: bool, mine: str, series: dict[str, Series]
+) -> None:
+    refs = ("direct", "naive") if mine == "ws" else ("direct",)
+    for kind in ("TTFT", "total"):
+        for ref_name in refs:
+            ours, theirs = series[mine], series[ref_name]
+            values = ours.ttft() if kind == "TTFT" else ours.total()
+            ref_values = theirs.ttft() if kind == "TTFT" else theirs.total()
+            row = Row(
+                "1",
+                f"{kind} {LABELS[mine]} · {where}",
+                "ms",
+                _pair(values),
+                LABELS[ref_name],
+                _pair(ref_values),
+            )
+            if ref_name == "direct" and values and ref_values:
+                # The overhead Parley adds: the same percentile, Parley's minus Direct's.
+                q = 50 if solo else 95
+                delta = p50(values) - p50(ref_values) if solo else p95(values) - p95(ref_values)
+                row.target = f"Δp{q} {delta * 1000:+.1f} ms"
+                if kind == "TTFT":
+                    limit = 0.010 if solo else 0.150
+                    row.target += f" ≤ {limit * 1000:.0f} ms"
+                    row.passed = delta <= limit and not ours.failures
+            bench.add(row)
+
+
+def _load_rows(bench: Bench, where: str, mine: str, series: dict[str, Series]) -> None:
+    ours = series[mine]
+    for ref_name in ("direct", "naive") if mine == "ws" else ("direct",):
+        row = Row(
+            "1",
+            f"throughput {LABELS[mine]} · {where}",
+            "tok/s",
+            _pair(ours.throughputs),
+            LABELS[ref_name],
+            _pair(series[ref_name].throughputs),
+            lower_is_better=False,
+        )
+        if ref_name == "direct":
+            row.target = "≥ 0.90 × Direct"
+            row.passed = (row.ratio or 0) >= 0.9 and not ours.failures
+        bench.add(row)
+
+
+def _rows(
+    bench: Bench, scenario: Scenario, clients: int, series: dict[str, Series], solo: bool
+) -> None:
+    where = f"{'1 client' if solo else f'{clients} clients'} · {scenario.name}"
+    for mine in ("sse", "ws"):
+        _latency_rows(bench, where, solo, mine, series)
+        if not solo:
+            _load_rows(bench, where, mine, series)
+    # Server CPU per run does not depend on what else the machine is doing.
+    for mine in ("sse", "ws"):
+        bench.add(
+            Row(
+                "1",
+                f"server CPU per run {LABELS[mine]} · {where}",
+                "ms",
+                (series[mine].cpu_per_run(), None),
+                "Naive WS",
+                (series["naive"].cpu_per_run(), None),
+            )
+        )
+    for transport, s in series.items():
+        if s.failures:
+            first = s.failures[0].error[:160]
+            bench.note(
+                f"fig 1, {LABELS[transport]} · {where}: {len(s.failures)} of {len(s.results)} "
+                f"runs failed (first: {first})"
+            )
+
+
+def plan(bench: Bench) -> list[tuple[Scenario, int, int, bool]]:
+    """(scenario, clients, rounds, warm-up) in the order they run: fast ones first, so the
+    paced ones find warm connection pools. --quick is a smoke run: fewer, shorter, smaller."""
+    quick = bench.opts.quick
+    fast = Scenario("fast", 200, 0.0)
+    paced = Scenario("paced", 60 if quick else 200, 0.05)
+    n = min(bench.opts.clients, 50) if quick else bench.opts.clients
+    return [
+        (fast, 1, 5 if quick else 20, True),
+        (fast, n, 1 if quick else 2, not quick),
+        (paced, 1, 1 if quick else 3, False),
+        (paced, n, 1, False),
+    ]
+
+
+def sessions_needed(bench: Bench) -> int:
+    return sum(2 * clients for _, clients, _, _ in plan(bench))
+
+
+async def run(bench: Bench) -> None:
+    steps = plan(bench)
+    bar = tqdm(total=sum(rounds for _, _, rounds, _ in steps), desc="fig 1 latency", unit="round")
+    try:
+        for scenario, clients, rounds, warmup in steps:
+            bar.set_postfix_str(f"{scenario.name} ×{clients}")
+            series = await measure(bench, TRANSPORTS, scenario, clients, rounds, warmup, bar)
+            _rows(bench, scenario, clients, series, clients == 1)
+            bench.shared[("latency", scenario.name, clients)] = series
+    finally:
+        bar.close()

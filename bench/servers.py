@@ -1,0 +1,206 @@
+"""The processes under test: a scratch database, the scripted upstream, Parley and the baseline.
+
+Each server is a real subprocess bound to 127.0.0.1, so the load generator (this process) shares
+no GIL with what it measures. Everything started here is stopped and removed on exit, whatever
+happens: `Stack.close` runs from `finally` and from atexit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+PG_NAME = "parley_bench"
+START_TIMEOUT = 60.0
+HELPER_TIMEOUT = 300.0
+
+
+class BenchError(RuntimeError):
+    """A server or helper did not do what the benchmark needs."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pg_execute(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+@dataclass
+class Stack:
+    """Scratch database plus server processes; `close()` undoes everything."""
+
+    db: str = "sqlite"
+    redis: bool = False
+    tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="parley-bench-")))
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    database_url: str = ""
+    _closed: bool = False
+
+    def __post_init__(self) -> None:
+        atexit.register(self.close)
+        if self.db == "postgres":
+            _pg_execute(f"DROP DATABASE IF EXISTS {PG_NAME} WITH (FORCE)")
+            _pg_execute(f"CREATE DATABASE {PG_NAME}")
+            self.database_url = f"postgres://postgres@127.0.0.1:5432/{PG_NAME}"
+        else:
+            self.database_url = f"sqlite:///{self.tmp / 'bench.sqlite3'}"
+        self.secret = secrets.token_urlsafe(40)
+
+    # -- environment -----------------------------------------------------------------------
+
+    def env(self, settings: str = "project.settings", **extra: str) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("REDIS_URL", "OPENAI_API_KEY", "LLM_MODEL")
+        }
+        env.update(
+            PYTHONPATH=str(ROOT),
+            DJANGO_SETTINGS_MODULE=settings,
+            DATABASE_URL=self.database_url,
+            LLM_BASE_URL=self.upstream_url,
+            LLM_API_KEY="bench",
+            # A benchmark measures production settings: DEBUG would log every query.
+            DEBUG="false",
+            SECRET_KEY=self.secret,
+            SECURE_COOKIES="false",
+            PARLEY_RUNS_PER_MINUTE="0",
+            # Titles are a background model call per new session: not part of relaying a run,
+            # and neither reference makes one.
+            PARLEY_GENERATE_TITLES="false",
+            PARLEY_WORKERS="1",
+            LOG_LEVEL="WARNING",
+            PYTHONUNBUFFERED="1",
+        )
+        if self.redis:
+            env["REDIS_URL"] = "redis://127.0.0.1:6379/14"
+        env.update(extra)
+        return env
+
+    @property
+    def upstream_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.get('upstream', 0)}/v1"
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+    # -- processes -------------------------------------------------------------------------
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str], port: int) -> None:
+        log = open(self.tmp / f"{name}.log", "wb")
+        proc = subprocess.Popen(
+            [PYTHON, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        self.procs[name] = proc
+        self.ports[name] = port
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise BenchError(f"{name} exited at start:\n{self.log_tail(name)}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                return
+            time.sleep(0.05)
+        raise BenchError(f"{name} did not listen on port {port}:\n{self.log_tail(name)}")
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.tmp / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def start_upstream(self) -> None:
+        port = free_port()
+        self.spawn(
+            "upstream", ["-m", "bench.upstream", "--port", str(port)], dict(os.environ), port
+        )
+
+    def start_daphne(self, name: str, application: str, settings: str) -> None:
+        port = free_port()
+        args = ["-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port), application]
+        self.spawn(name, args, self.env(settings), port)
+
+    def stop(self, name: str) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def pid(self, name: str) -> int:
+        return self.procs[name].pid
+
+    # -- helpers run with the servers' settings -------------------------------------------
+
+    def manage(self, *args: str) -> None:
+        result = subprocess.run(
+            [PYTHON, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env("bench.naive.settings"),
+            capture_output=True,
+            timeout=HELPER_TIMEOUT,
+        )
+        if result.returncode:
+            raise BenchError(f"manage.py {' '.join(args)} failed:\n{result.stderr.decode()}")
+
+    def helper(self, *args: str) -> Any:
+        """Run `python -m bench.dbtool ARGS` in the servers' environment; its last line is JSON."""
+        result = subprocess.run(
+            [PYTHON, "-m", "bench.dbtool", *args],
+            cwd=ROOT,
+            env=self.env("bench.naive.settings"),
+            capture_output=True,
+            timeout=HELPER_TIMEOUT,
+        )
+        if result.returncode:
+            raise BenchError(f"bench.dbtool {' '.join(args)} failed:\n{result.stderr.decode()}")
+        return json.loads(result.stdout.decode().strip().splitlines()[-1])
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for name in list(self.procs):
+            with contextlib.suppress(Exception):
+                self.stop(name)
+        if self.db == "postgres":
+            with contextlib.suppress(Exception):
+                _pg_execute(f"DROP DATABASE IF EXISTS {PG_NAME} WITH (FORCE)")
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
