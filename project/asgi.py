@@ -15,6 +15,31 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
 
+
+def _send_small_writes_at_once() -> None:
+    """Turn Nagle's algorithm off on daphne's connections: each streamed event is a small
+    write, and waiting for the client's delayed ACK would add tens of milliseconds to it."""
+    try:
+        from twisted.web import http
+    except ImportError:  # served by something other than daphne
+        return
+    original = http.HTTPChannel.connectionMade
+    if getattr(original, "parley_nodelay", False):
+        return
+
+    def connection_made(self: http.HTTPChannel) -> None:
+        original(self)
+        try:
+            self.transport.setTcpNoDelay(True)
+        except (AttributeError, OSError):
+            pass  # a UNIX socket has no Nagle to turn off
+
+    connection_made.parley_nodelay = True  # type: ignore[attr-defined]
+    http.HTTPChannel.connectionMade = connection_made
+
+
+_send_small_writes_at_once()
+
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,

@@ -29,6 +29,9 @@ class SessionAdmin(admin.ModelAdmin):
     list_filter = ["agent"]
     search_fields = ["session_name", "user__username"]
     inlines = [RunInline]
+    list_per_page = 50
+    # Counting 100 000 sessions on every page view costs more than the page itself.
+    show_full_result_count = False
 
 
 class MessageInline(admin.TabularInline):

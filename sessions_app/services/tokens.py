@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.utils import timezone
 
@@ -11,6 +12,7 @@ from sessions_app.models import ApiToken, User
 from sessions_app.services.access import NotFound
 
 PREFIX = "prl_"
+LAST_USED_PRECISION = timedelta(seconds=60)
 
 
 def _digest(raw: str) -> str:
@@ -31,7 +33,10 @@ def user_for_token(raw: str) -> User | None:
     token = ApiToken.objects.select_related("user").filter(token_hash=_digest(raw)).first()
     if token is None or not token.user.is_active:
         return None
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    now = timezone.now()
+    # "Last used" to the minute is enough; a write on every request is not.
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token.user
 
 
