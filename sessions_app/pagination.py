@@ -33,11 +33,11 @@ def paginate(
     query: ListQuery,
     orderings: Mapping[str, Sequence[str]],
     *,
-    shape: Callable[[QuerySet[Any]], QuerySet[Any]] | None = None,
+    shape: Callable[[list[Any]], None] | None = None,
 ) -> dict[str, Any]:
     """One page of `queryset`, ordered by `orderings[query.sort_by]` (then pk, so pages are stable).
 
-    `shape` adds what only the rows of the page need (annotations, joins), after counting.
+    `shape` adds what only the rows of the page need (e.g. sums), to those rows only.
     """
     descending = getattr(query, "sort_order", "asc") == "desc"
     fields = [*orderings[query.sort_by], "pk"]  # type: ignore[attr-defined]
@@ -46,8 +46,9 @@ def paginate(
     offset = (query.page - 1) * query.limit
     rows: list[Any] = []
     if offset < total:  # past the end: no query, and no huge OFFSET for the database to refuse
-        page = shape(queryset) if shape else queryset
-        rows = list(page.order_by(*ordering)[offset : offset + query.limit])
+        rows = list(queryset.order_by(*ordering)[offset : offset + query.limit])
+        if shape is not None and rows:
+            shape(rows)
     return {
         "data": rows,
         "meta": {

@@ -114,9 +114,19 @@ def session_title(session: Session) -> str:
     return session.session_name or "New chat"
 
 
-def with_metrics(sessions: QuerySet[Session]) -> QuerySet[Session]:
-    """Sum each session's run metrics in the listing query itself (no query per row)."""
-    return sessions.annotate(**{f"metrics_{name}": Sum(f"runs__{name}") for name in _SUMMED})
+def with_metrics(sessions: list[Session]) -> None:
+    """Sum the run metrics of a page of sessions in one query (not one per row, and not over
+    every session the user has before the page is cut)."""
+    sums = {
+        row.pop("session_id"): row
+        for row in Run.objects.filter(session_id__in=[s.pk for s in sessions])
+        .values("session_id")
+        .annotate(**{f"metrics_{name}": Sum(name) for name in _SUMMED})
+        .order_by()
+    }
+    for session in sessions:
+        for name in _SUMMED:
+            setattr(session, f"metrics_{name}", sums.get(session.pk, {}).get(f"metrics_{name}"))
 
 
 def annotated_metrics(session: Session) -> dict[str, Any] | None:
