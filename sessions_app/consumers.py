@@ -21,7 +21,7 @@ from django.core.exceptions import PermissionDenied
 from sessions_app import rendering
 from sessions_app.models import ACTIVE_STATUSES, Run, Session
 from sessions_app.services import ratelimit, realtime, runs, streams
-from sessions_app.services.access import NotFound, get_run_for_user, get_session_for_user
+from sessions_app.services.access import NotFound, get_run_for_owner, get_session_for_user
 
 log = logging.getLogger("parley.chat")
 
@@ -111,9 +111,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await runs.cancel_run(self.user, frame.get("run_id"))
 
     async def do_regenerate(self, frame: dict[str, Any]) -> None:
-        run = await database_sync_to_async(get_run_for_user)(self.user, frame.get("run_id"))
-        if run.user_id != self.user.pk:
-            raise NotFound
+        run = await database_sync_to_async(get_run_for_owner)(self.user, frame.get("run_id"))
         await database_sync_to_async(ratelimit.ensure_run_allowed)(self.user)
         await runs.start_run(self.user, run.input, session_id=run.session_id)
 

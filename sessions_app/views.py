@@ -22,7 +22,7 @@ from sessions_app.llm import client as llm
 from sessions_app.models import Agent, Session
 from sessions_app.rendering import render_session_item, run_view, tools_by_run
 from sessions_app.services import feedback, sessions
-from sessions_app.services.access import NotFound, get_run_for_user, get_session_for_user
+from sessions_app.services.access import NotFound, get_session_for_user
 
 SIDEBAR_PAGE_SIZE = 30
 
@@ -137,12 +137,12 @@ def session_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def session_rename(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
     name = (request.POST.get("session_name") or "").strip()
-    session = _session_or_404(request, session_id)
     if not name:
         return HttpResponse("A name cannot be empty.", status=422)
-    if session.user_id != request.user.pk:
-        raise Http404("No such chat.")
-    session = sessions.update_session(request.user, session.session_id, session_name=name)
+    try:
+        session = sessions.update_session(request.user, session_id, session_name=name)
+    except NotFound as exc:
+        raise Http404("No such chat.") from exc
     response = render(
         request,
         "sessions_app/_conv_header.html",
@@ -156,11 +156,10 @@ def session_rename(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
 @login_required
 @require_POST
 def session_delete(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
-    session = _session_or_404(request, session_id)
-    if session.user_id != request.user.pk:
-        raise Http404("No such chat.")
     try:
-        sessions.delete_session(request.user, session.session_id)
+        sessions.delete_session(request.user, session_id)
+    except NotFound as exc:
+        raise Http404("No such chat.") from exc
     except sessions.SessionBusy as exc:
         return HttpResponse(str(exc), status=409)
     if request.htmx:
@@ -178,7 +177,6 @@ def run_feedback(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     if rating not in (1, -1, 0):
         return HttpResponse("rating must be 1, -1 or 0.", status=422)
     try:
-        get_run_for_user(request.user, run_id)
         run = feedback.set_feedback(request.user, run_id, rating or None)
     except NotFound as exc:
         raise Http404("No such answer.") from exc
@@ -211,8 +209,6 @@ def session_settings(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
 @require_POST
 def session_state(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = _session_or_404(request, session_id)
-    if session.user_id != request.user.pk:
-        raise Http404("No such chat.")
     raw = request.POST.get("session_state", "")
     try:
         state = json.loads(raw) if raw.strip() else {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 
 from sessions_app.models import Agent, Run, Session, User
@@ -44,6 +45,23 @@ def get_session_for_user(user: User, session_id: Any) -> Session:
 def get_run_for_user(user: User, run_id: Any) -> Run:
     try:
         return runs_for_user(user).select_related("session", "agent").get(pk=_uuid(run_id))
+    except Run.DoesNotExist as exc:
+        raise NotFound from exc
+
+
+def get_session_for_owner(user: User, session_id: Any) -> Session:
+    """A session to act in (run, regenerate): staff may see anyone's, only its owner speaks."""
+    session = get_session_for_user(user, session_id)
+    if session.user_id != user.pk:
+        raise PermissionDenied("Only the owner of a session can run in it.")
+    return session
+
+
+def get_run_for_owner(user: User, run_id: Any) -> Run:
+    """A run to judge or repeat (feedback, regenerate): someone else's is not found, even for
+    staff, since a rating speaks for the person who asked."""
+    try:
+        return Run.objects.select_related("session", "agent").get(pk=_uuid(run_id), user=user)
     except Run.DoesNotExist as exc:
         raise NotFound from exc
 

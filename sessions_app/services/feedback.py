@@ -7,16 +7,14 @@ from typing import Any
 from django.utils import timezone
 
 from sessions_app.models import Run, User
-from sessions_app.services.access import NotFound, get_run_for_user
+from sessions_app.services.access import get_run_for_owner
 
 
 def set_feedback(user: User, run_id: Any, rating: int | None, comment: str = "") -> Run:
     """Rate a run 1 (good) or -1 (bad); None clears the rating. Only the run's owner rates."""
     if rating not in (1, -1, None):
         raise ValueError("rating must be 1 or -1.")
-    run = get_run_for_user(user, run_id)
-    if run.user_id != user.pk:
-        raise NotFound
+    run = get_run_for_owner(user, run_id)
     run.feedback_rating = rating
     run.feedback_comment = comment.strip()[:2000]
     run.feedback_at = timezone.now() if rating is not None else None

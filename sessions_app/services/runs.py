@@ -20,7 +20,6 @@ from typing import Any, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
@@ -38,8 +37,11 @@ from sessions_app.models import (
     User,
 )
 from sessions_app.services import liveness, memory, streams, tools
-from sessions_app.services.access import NotFound, get_agent_for_user, get_run_for_user
-from sessions_app.services.access import get_session_for_user as gate_session
+from sessions_app.services.access import (
+    get_agent_for_user,
+    get_run_for_user,
+    get_session_for_owner,
+)
 from sessions_app.services.context import build_messages
 
 log = logging.getLogger("parley.runs")
@@ -207,9 +209,7 @@ def _create_run_once(
                 session_state={**agent.session_state, **(session_state or {})},
             )
         else:
-            session = gate_session(user, session_id)
-            if session.user_id != user.pk:
-                raise PermissionDenied("Only the owner of a session can run in it.")
+            session = get_session_for_owner(user, session_id)
             agent = get_agent_for_user(user, agent_id) if agent_id else session.agent
             if session_state:
                 session.session_state = {**session.session_state, **session_state}
@@ -578,8 +578,6 @@ def session_metrics(session: Session) -> dict[str, Any]:
 async def cancel_run(user: User, run_id: Any) -> Run:
     """Stop a run: at once when it streams in this process, else at its next checkpoint."""
     run = await database_sync_to_async(get_run_for_user)(user, run_id)
-    if run.user_id != user.pk and not user.is_staff:
-        raise NotFound
     task = request_local_cancel(run.run_id)
     if task is not None:
         await asyncio.shield(asyncio.wait([task]))
