@@ -11,7 +11,6 @@ import contextvars
 import uuid
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
@@ -43,7 +42,7 @@ from sessions_app.schemas import (
     UpstreamErrorOut,
 )
 from sessions_app.services import agents as agent_service
-from sessions_app.services import feedback, metrics, ratelimit, runs
+from sessions_app.services import feedback, metrics, runs
 from sessions_app.services import sessions as session_service
 from sessions_app.services.access import get_agent_for_user, get_run_for_user, get_session_for_user
 
@@ -212,8 +211,6 @@ async def create_run(request: HttpRequest, payload: RunIn) -> Any:
     """Run the agent: Agno's `agent.run(input, session_id=...)`. Without `session_id` a new
     session is created. A client that disconnects does not stop the run; cancel does."""
     user = _user(request)
-    runs.validate_input(payload.input)  # 400/413 before anything is counted or stored
-    await sync_to_async(ratelimit.ensure_run_allowed)(user)
     handle = await _start_detached(user, payload)
     if payload.stream:
         return sse.event_stream(handle.events())

@@ -95,8 +95,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def do_send(self, frame: dict[str, Any]) -> None:
         session_id = frame.get("session_id") or None
-        runs.validate_input(frame.get("input"))
-        await database_sync_to_async(ratelimit.ensure_run_allowed)(self.user)
         handle = await runs.start_run(
             self.user,
             frame.get("input"),
@@ -112,7 +110,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def do_regenerate(self, frame: dict[str, Any]) -> None:
         run = await database_sync_to_async(get_run_for_owner)(self.user, frame.get("run_id"))
-        await database_sync_to_async(ratelimit.ensure_run_allowed)(self.user)
         await runs.start_run(self.user, run.input, session_id=run.session_id)
 
     async def do_watch(self, frame: dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ from sessions_app.models import (
     Session,
     User,
 )
-from sessions_app.services import liveness, memory, streams, tools
+from sessions_app.services import liveness, memory, ratelimit, streams, tools
 from sessions_app.services.access import (
     get_agent_for_user,
     get_run_for_user,
@@ -180,6 +180,8 @@ def _create_run(
     session_id: Any,
     session_state: dict[str, Any] | None,
 ) -> _Plan:
+    # Every way in (socket, API, admin) is counted here, against the Run table.
+    ratelimit.ensure_run_allowed(user)
     try:
         return _create_run_once(user, text, agent_id, session_id, session_state)
     except IntegrityError:
