@@ -88,6 +88,13 @@ def reap_stale_runs(*, session_id: Any = None) -> int:
     return reaped
 
 
+def being_cancelled() -> bool:
+    """Whether this task was asked to stop: a database or Redis client may turn the
+    cancellation into another error, and a loop that carries on then never stops."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def ensure_heartbeat() -> None:
     """Start this process's heartbeat on the running loop, once."""
     global _heartbeat
@@ -116,8 +123,7 @@ async def _beat() -> None:
                 )
             ]
         except Exception:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if being_cancelled():
                 raise asyncio.CancelledError from None
             log.exception("heartbeat failed")
             continue

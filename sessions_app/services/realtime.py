@@ -73,14 +73,9 @@ async def _send_in_order(layer: Any, group: str, events: list[streams.Event]) ->
         try:
             await layer.group_send(group, {"type": "run.event", "event": event})
         except Exception:
+            if liveness.being_cancelled():
+                raise asyncio.CancelledError from None
             log.exception("could not forward a run event")
-
-
-def _being_cancelled() -> bool:
-    """Whether this task was asked to stop (a layer may raise something else than
-    CancelledError while it is being cancelled)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 async def drain() -> None:
@@ -104,7 +99,7 @@ async def _serve_snapshots() -> None:
         except asyncio.CancelledError:
             raise
         except Exception:
-            if _being_cancelled():
+            if liveness.being_cancelled():
                 raise asyncio.CancelledError from None
             log.exception("snapshot channel failed")
             await asyncio.sleep(1)
