@@ -24,8 +24,8 @@ from sessions_app.api_types import (
 )
 from sessions_app.models import Run, Session
 from sessions_app.pagination import ListQuery, PageMeta
-from sessions_app.services.runs import run_metrics, session_metrics
-from sessions_app.services.sessions import annotated_metrics
+from sessions_app.services.runs import run_metrics
+from sessions_app.services.sessions import session_metrics
 
 
 class ErrorOut(Schema):
@@ -192,9 +192,8 @@ class SessionOut(Schema):
 
     @staticmethod
     def resolve_metrics(obj: Session) -> dict[str, Any]:
-        # Lists sum the metrics in their own query (sessions.with_metrics); one session asks.
-        annotated = annotated_metrics(obj)
-        return annotated if annotated is not None else session_metrics(obj)
+        # Lists sum a whole page's metrics in one query (sessions.with_metrics); one session asks.
+        return getattr(obj, "page_metrics", None) or session_metrics(obj)
 
 
 class SessionIn(Body):

@@ -8,7 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from sessions_app.models import Agent, LLMCall, Message, Run, RunStatus, Session
-from sessions_app.services import runs
+from sessions_app.services import runs, sessions
 from sessions_app.services.access import NotFound
 from tests.upstream import Reply
 
@@ -216,7 +216,7 @@ async def test_without_usage_tokens_are_counted_with_the_servers_tokenizer(alice
     # system "Be brief." (2) + user (3) words, plus a per-message template overhead.
     assert run.input_tokens == 5 + 4 * 2
     session = await Session.objects.aget(pk=run.session_id)
-    metrics = await sync_to_async(runs.session_metrics)(session)
+    metrics = await sync_to_async(sessions.session_metrics)(session)
     assert metrics["total_tokens"] == run.total_tokens
 
 

@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Max, Sum
+from django.db.models import Max
 from django.utils import timezone
 
 from sessions_app.llm import client as llm
@@ -557,24 +557,6 @@ def run_metrics(run: Run) -> dict[str, Any]:
     metrics = {name: getattr(run, name) for name in METRIC_FIELDS}
     metrics["cost"] = float(run.cost) if run.cost is not None else None
     return metrics
-
-
-def session_metrics(session: Session) -> dict[str, Any]:
-    """A session's metrics are the sum of its runs'."""
-    sums = session.runs.aggregate(
-        input_tokens=Sum("input_tokens"),
-        output_tokens=Sum("output_tokens"),
-        total_tokens=Sum("total_tokens"),
-        cache_read_tokens=Sum("cache_read_tokens"),
-        reasoning_tokens=Sum("reasoning_tokens"),
-        duration=Sum("duration"),
-        cost=Sum("cost"),
-    )
-    return {
-        **{k: v or 0 for k, v in sums.items() if k not in ("duration", "cost")},
-        "duration": sums["duration"],
-        "cost": float(sums["cost"]) if sums["cost"] is not None else None,
-    }
 
 
 async def cancel_run(user: User, run_id: Any) -> Run:

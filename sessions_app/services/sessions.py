@@ -114,28 +114,28 @@ def session_title(session: Session) -> str:
     return session.session_name or "New chat"
 
 
+def _shape_metrics(sums: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **{k: sums.get(k) or 0 for k in _SUMMED if k not in ("duration", "cost")},
+        "duration": sums.get("duration"),
+        "cost": float(sums["cost"]) if sums.get("cost") is not None else None,
+    }
+
+
+def session_metrics(session: Session) -> dict[str, Any]:
+    """A session's metrics are the sum of its runs'."""
+    return _shape_metrics(session.runs.aggregate(**{name: Sum(name) for name in _SUMMED}))
+
+
 def with_metrics(sessions: list[Session]) -> None:
     """Sum the run metrics of a page of sessions in one query (not one per row, and not over
-    every session the user has before the page is cut)."""
+    every session the user has before the page is cut); kept as `page_metrics`."""
     sums = {
         row.pop("session_id"): row
         for row in Run.objects.filter(session_id__in=[s.pk for s in sessions])
         .values("session_id")
-        .annotate(**{f"metrics_{name}": Sum(name) for name in _SUMMED})
+        .annotate(**{name: Sum(name) for name in _SUMMED})
         .order_by()
     }
     for session in sessions:
-        for name in _SUMMED:
-            setattr(session, f"metrics_{name}", sums.get(session.pk, {}).get(f"metrics_{name}"))
-
-
-def annotated_metrics(session: Session) -> dict[str, Any] | None:
-    """The metrics `with_metrics` put on a session, shaped like runs.session_metrics."""
-    if not hasattr(session, "metrics_total_tokens"):
-        return None
-    sums = {name: getattr(session, f"metrics_{name}") for name in _SUMMED}
-    return {
-        **{k: v or 0 for k, v in sums.items() if k not in ("duration", "cost")},
-        "duration": sums["duration"],
-        "cost": float(sums["cost"]) if sums["cost"] is not None else None,
-    }
+        session.page_metrics = _shape_metrics(sums.get(session.pk, {}))
