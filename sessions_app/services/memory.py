@@ -20,7 +20,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app.llm import client as llm
-from sessions_app.models import CallKind, LLMCall, NameSource, Run, RunStatus, Session
+from sessions_app.models import CallKind, NameSource, Run, RunStatus, Session
+from sessions_app.services import accounting
 
 log = logging.getLogger("parley.memory")
 
@@ -89,22 +90,17 @@ async def _record(
     ok: bool,
     error: str = "",
 ) -> None:
-    await LLMCall.objects.acreate(
+    await accounting.call_row(
+        usage=usage,
+        model=model,
+        duration=time.perf_counter() - started,
+        ok=ok,
+        error=error,
+        kind=kind,
         session_id=session.session_id,
         user_id=session.user_id,
         agent_id=session.agent_id,
-        kind=kind,
-        model=model,
-        model_provider=llm.provider_name(),
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        total_tokens=usage.total_tokens,
-        duration=time.perf_counter() - started,
-        usage_estimated=usage.estimated,
-        cost=llm.price(model, usage),
-        ok=ok,
-        error=error,
-    )
+    ).asave()
 
 
 async def update_summary(session_id: uuid.UUID) -> dict[str, Any] | None:

@@ -36,7 +36,7 @@ from sessions_app.models import (
     Session,
     User,
 )
-from sessions_app.services import liveness, memory, ratelimit, streams, tools
+from sessions_app.services import accounting, liveness, memory, ratelimit, streams, tools
 from sessions_app.services.access import (
     get_agent_for_user,
     get_run_for_user,
@@ -478,29 +478,24 @@ def _finish_run(
 ) -> None:
     run = plan.run
     with transaction.atomic():
-        LLMCall.objects.bulk_create(
-            LLMCall(
+        rows = [
+            accounting.call_row(
+                usage=call.usage,
+                model=call.model,
+                model_provider=run.model_provider,
+                duration=call.duration,
+                ok=call.ok,
+                error=call.error,
+                time_to_first_token=call.time_to_first_token,
+                kind=CallKind.CHAT,
                 run=run,
                 session_id=run.session_id,
                 user_id=run.user_id,
                 agent_id=run.agent_id,
-                kind=CallKind.CHAT,
-                model=call.model,
-                model_provider=run.model_provider,
-                input_tokens=call.usage.input_tokens,
-                output_tokens=call.usage.output_tokens,
-                total_tokens=call.usage.total_tokens,
-                cache_read_tokens=call.usage.cache_read_tokens,
-                reasoning_tokens=call.usage.reasoning_tokens,
-                time_to_first_token=call.time_to_first_token,
-                duration=call.duration,
-                usage_estimated=call.usage.estimated,
-                cost=llm.price(call.model, call.usage),
-                ok=call.ok,
-                error=call.error,
             )
             for call in calls
-        )
+        ]
+        LLMCall.objects.bulk_create(rows)
         state = (
             Session.objects.filter(pk=run.session_id)
             .values_list("session_state", flat=True)
@@ -514,29 +509,11 @@ def _finish_run(
             content_seq=0,
             session_state=state,
             # The run's first token is the first the user saw, whatever tool rounds came first.
-            **{**_totals(calls), "time_to_first_token": first_token},
+            **accounting.totals(rows),
+            time_to_first_token=first_token,
         )
         Message.objects.filter(pk=assistant_id).update(content=final_text)
         Session.objects.filter(pk=run.session_id).update(updated_at=timezone.now())
-
-
-def _totals(calls: list[_Call]) -> dict[str, Any]:
-    """A run's metrics are the sum of its model calls (the LLMCall rows written with it)."""
-    costs = [llm.price(c.model, c.usage) for c in calls]
-    known = [c for c in costs if c is not None]
-    return {
-        "input_tokens": sum(c.usage.input_tokens for c in calls),
-        "output_tokens": sum(c.usage.output_tokens for c in calls),
-        "total_tokens": sum(c.usage.total_tokens for c in calls),
-        "cache_read_tokens": sum(c.usage.cache_read_tokens for c in calls),
-        "reasoning_tokens": sum(c.usage.reasoning_tokens for c in calls),
-        "time_to_first_token": next(
-            (c.time_to_first_token for c in calls if c.time_to_first_token is not None), None
-        ),
-        "duration": sum(c.duration for c in calls) if calls else None,
-        "usage_estimated": any(c.usage.estimated for c in calls),
-        "cost": sum(known) if known else None,
-    }
 
 
 METRIC_FIELDS = (
