@@ -49,6 +49,10 @@
 
   document.addEventListener("htmx:wsOpen", function (event) {
     socket = event.detail.socketWrapper;
+    document.querySelectorAll("[data-until-connected]").forEach(function (button) {
+      button.removeAttribute("data-until-connected");
+      button.disabled = false;
+    });
     watch();
   });
   document.addEventListener("htmx:wsClose", function () { socket = null; });
