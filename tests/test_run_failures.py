@@ -88,6 +88,17 @@ async def test_a_cut_stream_keeps_the_partial_answer(alice, agent, upstream):
     assert run.usage_estimated is True and run.output_tokens > 0
 
 
+async def test_an_error_event_mid_stream_keeps_the_partial_answer(alice, agent, upstream):
+    # The upstream had already answered 200 when it failed, so the error arrives as an event.
+    upstream.script(Reply("one two three four", error_after=2, error_message="model overloaded"))
+    run, events = await finish(alice, "count")
+    assert run.status == RunStatus.ERROR
+    assert run.error == "The model endpoint failed: model overloaded"
+    assert run.content == "one two "
+    assert events[-1]["event"] == "RunError" and events[-1]["content"] == "one two "
+    assert await stored_messages(run) == [("user", "count"), ("assistant", "one two ")]
+
+
 async def test_cancel_closes_the_upstream_request_and_keeps_the_partial(alice, agent, upstream):
     upstream.script(Reply(tokens=100, delay=0.05))
     handle = await runs.start_run(alice, "go on")

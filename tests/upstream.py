@@ -66,6 +66,7 @@ class Reply:
     status: int = 200  # non-200: OpenAI-style JSON error body instead of an answer
     error_message: str = "scripted upstream error"
     cut_after: int | None = None  # stream: close the socket after this many deltas, no [DONE]
+    error_after: int | None = None  # stream: after this many deltas an error event, then the end
     hang: bool = False  # never answer; wait until the client leaves or the server stops
     usage: bool | None = None  # None: like OpenAI (stream only with include_usage); False: never
     prompt_tokens: int | None = None  # default: count_prompt_tokens(request)
@@ -650,10 +651,16 @@ class ScriptedUpstream:
                 },
             )
             await self._write(reader, writer, head + (frame(lead) if lead else b""))
-            limit = reply.cut_after
+            limit = reply.cut_after if reply.error_after is None else reply.error_after
             for i, delta in enumerate(deltas if limit is None else deltas[:limit]):
                 await asyncio.sleep(reply.first_delay if i == 0 else reply.delay)
                 await self._write(reader, writer, frame(delta))
+            if reply.error_after is not None:
+                # How OpenAI-compatible servers fail once the stream has begun: a 200 already
+                # went out, so the error comes as an event, and the body ends.
+                error = _error_body(500, reply.error_message)
+                await self._write(reader, writer, _sse(error) + b"0\r\n\r\n")
+                return True
             if limit is not None:
                 writer.close()  # mid-body: no finish chunk, no [DONE], no terminating chunk
                 return False
