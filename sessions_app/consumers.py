@@ -2,14 +2,17 @@
 
 The consumer never generates: `send` asks the run engine to start a run and returns at once, so a
 `stop` frame is handled immediately and a closed socket does not stop the answer. Live events
-arrive through the session's group; when the consumer starts watching a session it renders the
-conversation as it stands (with the answer streamed so far) and then applies only events with a
-later `seq`, so reloads, reconnects and second tabs see no gap and no duplicate piece.
+arrive from the run engine directly when the run streams in this process, else through the
+session's group (see `services.realtime`); when the consumer starts watching a session it renders
+the conversation as it stands (with the answer streamed so far) and then applies only events with
+a later `seq`, so reloads, reconnects and second tabs see no gap and no duplicate piece. Frames,
+group messages and local events are handled one at a time, in the order they came.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 from typing import Any
@@ -20,7 +23,7 @@ from django.core.exceptions import PermissionDenied
 
 from sessions_app import rendering
 from sessions_app.models import ACTIVE_STATUSES, Run, Session
-from sessions_app.services import ratelimit, realtime, runs, streams
+from sessions_app.services import liveness, ratelimit, realtime, runs, streams
 from sessions_app.services.access import NotFound, get_run_for_owner, get_session_for_user
 
 log = logging.getLogger("parley.chat")
@@ -31,6 +34,12 @@ FINISHED = 2**31  # the seq "seen" for a run shown as finished: later events add
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.turn = asyncio.Lock()  # one handler at a time: frames, group messages, local events
+        self.inbox: collections.deque[dict[str, Any]] = collections.deque()
+        self.inbox_task: asyncio.Task[None] | None = None
+
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         self.session_id: str | None = None
@@ -42,17 +51,39 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def disconnect(self, code: int) -> None:
+        if self.session_id:
+            realtime.unlisten(self.session_id, self.deliver)
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.inbox_task is not None:
+            self.inbox_task.cancel()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        # Channels closes stale database connections before every handler, by a round trip
-        # through the one thread all ORM work queues on. A streamed piece touches no database;
-        # without this, every piece to every socket waits behind other runs' transactions.
         if message.get("type") == "run.event":
-            await self.run_event(message)
-        else:
+            if message.get("origin") == liveness.WORKER_ID:
+                return  # streamed here: already delivered by the local listener
+            # Channels closes stale database connections before every handler, by a round trip
+            # through the one thread all ORM work queues on. A streamed piece touches no
+            # database; without this, every piece waits behind other runs' transactions.
+            async with self.turn:
+                await self.run_event(message["event"])
+            return
+        async with self.turn:
             await super().dispatch(message)
+
+    def deliver(self, event: dict[str, Any]) -> None:
+        """The local listener: an event of a run streaming in this process, shown in order."""
+        self.inbox.append(event)
+        if self.inbox_task is None:
+            self.inbox_task = asyncio.get_running_loop().create_task(self.show_inbox())
+
+    async def show_inbox(self) -> None:
+        try:
+            async with self.turn:
+                while self.inbox:
+                    await self.run_event(self.inbox.popleft())
+        finally:
+            self.inbox_task = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
@@ -129,11 +160,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
     # Watching a session
 
     async def unwatch(self) -> None:
+        if self.session_id:
+            realtime.unlisten(self.session_id, self.deliver)
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         self.group = self.session_id = None
         self.seen.clear()
         self.waiting.clear()
+        self.inbox.clear()
 
     async def watch(
         self,
@@ -148,11 +182,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.session_id = str(session.session_id)
         self.group = realtime.group_name(session.session_id)
         # Join first, then look: any event published after this point reaches us.
+        realtime.listen(self.session_id, self.deliver)
         await self.channel_layer.group_add(self.group, self.channel_name)
         runs_now, used = await database_sync_to_async(_session_runs)(session)
         last = runs_now[-1] if runs_now else None
         active = last if last is not None and last.status in ACTIVE_STATUSES else None
         views = []
+        settle_now: str | None = None
         for run in runs_now:
             run_id = str(run.run_id)
             if run is active:
@@ -163,11 +199,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     continue
                 # Streaming elsewhere: show the last checkpoint, ask its process for the rest.
                 self.waiting[run_id] = []
-                await realtime.request_snapshot(run.worker, run_id, self.channel_name)
-                asyncio.get_running_loop().call_later(
-                    SNAPSHOT_TIMEOUT, lambda r=run: asyncio.ensure_future(self.snapshot_timeout(r))
-                )
                 self.seen[run_id] = run.content_seq
+                if run.worker == liveness.WORKER_ID or not realtime.crosses_processes():
+                    # No other process has it: it finished a moment ago, or its process died.
+                    settle_now = run_id
+                else:
+                    await realtime.request_snapshot(run.worker, run_id, self.channel_name)
+                    asyncio.get_running_loop().call_later(
+                        SNAPSHOT_TIMEOUT,
+                        lambda r=run_id: asyncio.ensure_future(self.snapshot_timeout(r)),
+                    )
             else:
                 # Finished: the stored run already shows everything its events (some perhaps
                 # still in flight through the channel layer) would add.
@@ -184,11 +225,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if new:
             parts.append(rendering.render_new_session(session))
         await self.send(text_data="".join(parts))
+        if settle_now is not None:
+            await self.settle_from_database(settle_now)
 
-    # Events from the group
+    # Live events
 
-    async def run_event(self, message: dict[str, Any]) -> None:
-        event = message["event"]
+    async def run_event(self, event: dict[str, Any]) -> None:
         if event["session_id"] != self.session_id:
             return
         run_id = event["run_id"]
@@ -240,16 +282,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def run_snapshot(self, message: dict[str, Any]) -> None:
         run_id = message["run_id"]
-        held = self.waiting.pop(run_id, None)
-        if held is None:
+        if run_id not in self.waiting:
             return
         if not message.get("found"):
-            # It finished meanwhile: the stored run is the truth.
-            run = await Run.objects.aget(pk=run_id)
-            self.seen[run_id] = FINISHED
-            await self.send(text_data=rendering.render_assistant(rendering.run_view(run), oob=True))
-            await self.send(text_data=rendering.render_composer_actions(None))
+            await self.settle_from_database(run_id)  # it finished meanwhile
             return
+        held = self.waiting.pop(run_id)
         run = await Run.objects.aget(pk=run_id)
         self.seen[run_id] = message["seq"]
         view = rendering.run_view(run, streaming_text=message["content"])
@@ -257,15 +295,26 @@ class ChatConsumer(AsyncWebsocketConsumer):
         for event in held:
             await self.show(event)
 
-    async def snapshot_timeout(self, run: Run) -> None:
-        """The process running it did not answer (it may have died): go by the database."""
-        run_id = str(run.run_id)
+    async def snapshot_timeout(self, run_id: str) -> None:
+        async with self.turn:
+            await self.settle_from_database(run_id)
+
+    async def settle_from_database(self, run_id: str) -> None:
+        """Show a run as stored: no process answered for it (it finished, or its process died
+        or did not reply in time), so the database is the truth."""
         held = self.waiting.pop(run_id, None)
         if held is None:
             return
-        fresh = await Run.objects.aget(pk=run.run_id)
-        self.seen[run_id] = fresh.content_seq
-        await self.send(text_data=rendering.render_assistant(rendering.run_view(fresh), oob=True))
+        run = await Run.objects.aget(pk=run_id)
+        if not run.is_active:
+            self.seen[run_id] = FINISHED
+            await self.send(
+                text_data=rendering.render_assistant(rendering.run_view(run), oob=True)
+                + rendering.render_composer_actions(None)
+            )
+            return
+        self.seen[run_id] = run.content_seq
+        await self.send(text_data=rendering.render_assistant(rendering.run_view(run), oob=True))
         for event in held:
             await self.show(event)
 

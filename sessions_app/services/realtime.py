@@ -1,8 +1,13 @@
-"""Run events across processes, through the channel layer.
+"""Run events to every WebSocket watching the session, in this process and in others.
 
-Every event a run publishes is forwarded, in order, to the group of its session, where each
-WebSocket watching that session receives it — in this process or another one behind the same
-Redis. A consumer that starts watching mid-answer needs what was streamed before it joined: it asks
+Sockets in the process running the run are handed each event directly, in order, by a listener
+they register for their session. When other processes can listen (the Redis layer), every event
+is also forwarded, in order, to the session's group, tagged with this process's id so that its
+own sockets skip the copy they already have. With the in-memory layer there is no other process,
+and events never pass through the layer: its sends copy every message and scan every channel and
+group, which at a few hundred sockets cost more than the streaming itself.
+
+A consumer that starts watching mid-answer needs what was streamed before it joined: it asks
 the process running the run for a snapshot (content and seq) through that process's own channel,
 then applies only later events. So a reload or a second tab sees no gap and no duplicate.
 """
@@ -12,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from sessions_app.services import liveness, streams
 
@@ -22,6 +28,8 @@ log = logging.getLogger("parley.realtime")
 
 _queue: asyncio.Queue[streams.Event] | None = None
 _tasks: list[asyncio.Task[None]] = []
+Listener = Callable[[streams.Event], None]
+_listeners: dict[str, set[Listener]] = {}  # session id (str) -> this process's sockets
 
 
 def group_name(session_id: Any) -> str:
@@ -33,8 +41,32 @@ def worker_channel(worker_id: str) -> str:
     return "worker." + uuid.uuid5(uuid.NAMESPACE_URL, worker_id).hex
 
 
+def listen(session_id: Any, listener: Listener) -> None:
+    """Call `listener` with every event of the session's runs streamed in this process."""
+    _listeners.setdefault(str(session_id), set()).add(listener)
+
+
+def unlisten(session_id: Any, listener: Listener) -> None:
+    listeners = _listeners.get(str(session_id))
+    if listeners is not None:
+        listeners.discard(listener)
+        if not listeners:
+            del _listeners[str(session_id)]
+
+
+def crosses_processes() -> bool:
+    """Whether other processes can listen: any channel layer but the in-memory one."""
+    layer = get_channel_layer()
+    return layer is not None and not isinstance(layer, InMemoryChannelLayer)
+
+
 def forward(event: streams.Event) -> None:
-    """The stream sink: queue the event for the group; one pump keeps the order."""
+    """The stream sink: hand the event to local sockets, and queue it for the group when other
+    processes can listen; one pump keeps the order."""
+    for listener in tuple(_listeners.get(event["session_id"], ())):
+        listener(event)
+    if not crosses_processes():
+        return
     global _queue
     loop = asyncio.get_running_loop()
     if _queue is None or not _tasks or _tasks[0].get_loop() is not loop or _tasks[0].done():
@@ -71,7 +103,9 @@ async def _pump(queue: asyncio.Queue[streams.Event]) -> None:
 async def _send_in_order(layer: Any, group: str, events: list[streams.Event]) -> None:
     for event in events:
         try:
-            await layer.group_send(group, {"type": "run.event", "event": event})
+            await layer.group_send(
+                group, {"type": "run.event", "event": event, "origin": liveness.WORKER_ID}
+            )
         except Exception:
             if liveness.being_cancelled():
                 raise asyncio.CancelledError from None
