@@ -60,7 +60,7 @@ def system_message(
 
 def history_messages(agent: Agent, session: Session, before_position: int) -> list[Message]:
     """The stored messages of earlier completed runs that the agent is configured to see."""
-    if not agent.add_history_to_context:
+    if not agent.add_history_to_context or before_position <= 1:
         return []
     completed = Run.objects.filter(
         session=session, status=RunStatus.COMPLETED, position__lt=before_position

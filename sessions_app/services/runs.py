@@ -215,12 +215,12 @@ def _create_run_once(
             agent = get_agent_for_user(user, agent_id) if agent_id else session.agent
             if session_state:
                 session.session_state = {**session.session_state, **session_state}
-        last = session.runs.aggregate(last=Max("position"))["last"] or 0
+        last = 0 if session_id is None else session.runs.aggregate(last=Max("position"))["last"]
         run = Run.objects.create(
             session=session,
             user=user,
             agent=agent,
-            position=last + 1,
+            position=(last or 0) + 1,
             status=RunStatus.RUNNING,
             input=text,
             model=agent.model or settings.LLM_MODEL,
@@ -228,12 +228,15 @@ def _create_run_once(
             worker=liveness.WORKER_ID,
             heartbeat_at=timezone.now(),
         )
-        Message.objects.create(run=run, session=session, order=0, role=Role.USER, content=text)
-        assistant = Message.objects.create(
-            run=run, session=session, order=1, role=Role.ASSISTANT, content=""
+        _, assistant = Message.objects.bulk_create(
+            [
+                Message(run=run, session=session, order=0, role=Role.USER, content=text),
+                Message(run=run, session=session, order=1, role=Role.ASSISTANT, content=""),
+            ]
         )
-        # Bumps updated_at so the session sorts first, and keeps any merged state.
-        session.save(update_fields=["session_state", "updated_at"])
+        if session_id is not None:
+            # Bumps updated_at so the session sorts first, and keeps any merged state.
+            session.save(update_fields=["session_state", "updated_at"])
         messages = build_messages(agent, session, run.position, text, user)
     return _Plan(
         run=run,
@@ -379,14 +382,13 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
     content = "".join(parts)
     try:
         # Shielded: a second cancel (say, the server stopping) must not lose the answer.
-        await asyncio.shield(
+        saved = await asyncio.shield(
             _in_db_thread(_finish_run)(
                 plan, status, content, error, calls, assistant_id, "".join(round_text), first_token
             )
         )
     finally:
         _active.pop(run.run_id, None)
-    saved = await Run.objects.select_related("agent").aget(pk=run.run_id)
     used = [
         {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
         for m in messages
@@ -475,7 +477,8 @@ def _finish_run(
     assistant_id: int,
     final_text: str,
     first_token: float | None,
-) -> None:
+) -> Run:
+    """Store the outcome; the run as stored (unless it was already finished elsewhere)."""
     run = plan.run
     with transaction.atomic():
         rows = [
@@ -501,19 +504,25 @@ def _finish_run(
             .values_list("session_state", flat=True)
             .first()
         )
-        Run.objects.filter(pk=run.run_id, status__in=ACTIVE_STATUSES).update(
-            status=status,
-            content=content,
-            error=error,
-            finished_at=timezone.now(),
-            content_seq=0,
-            session_state=state,
+        outcome = {
+            "status": status,
+            "content": content,
+            "error": error,
+            "finished_at": timezone.now(),
+            "content_seq": 0,
+            "session_state": state,
             # The run's first token is the first the user saw, whatever tool rounds came first.
             **accounting.totals(rows),
-            time_to_first_token=first_token,
-        )
+            "time_to_first_token": first_token,
+        }
+        updated = Run.objects.filter(pk=run.run_id, status__in=ACTIVE_STATUSES).update(**outcome)
         Message.objects.filter(pk=assistant_id).update(content=final_text)
-        Session.objects.filter(pk=run.session_id).update(updated_at=timezone.now())
+        Session.objects.filter(pk=run.session_id).update(updated_at=outcome["finished_at"])
+    if not updated:  # reaped meanwhile, as if its process had died: that record stands
+        return Run.objects.select_related("agent").get(pk=run.run_id)
+    for name, value in outcome.items():
+        setattr(run, name, value)
+    return run
 
 
 METRIC_FIELDS = (
