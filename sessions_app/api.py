@@ -213,7 +213,7 @@ async def create_run(request: HttpRequest, payload: RunIn) -> Any:
     user = _user(request)
     handle = await _start_detached(user, payload)
     if payload.stream:
-        return sse.event_stream(handle.events())
+        return sse.event_stream(handle)
     finished = await handle.wait()
     run = await _run_out(finished.run_id)
     if run.status == RunStatus.ERROR:

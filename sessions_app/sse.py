@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 
 from sessions_app.schemas import RUN_EVENTS
+
+if TYPE_CHECKING:
+    from sessions_app.services.runs import RunHandle
 
 # A comment line this often while the model is silent, so proxies keep the connection open.
 KEEPALIVE_SECONDS = 15.0
@@ -23,36 +24,14 @@ def format_event(event: dict[str, Any]) -> str:
     return f"event: {event['event']}\ndata: {json.dumps(data, cls=DjangoJSONEncoder)}\n\n"
 
 
-async def _with_keepalive(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
-    iterator = aiter(events)
-    pending: asyncio.Future[dict[str, Any]] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
-            if not done:
-                yield ": keep-alive\n\n"
-                continue
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield format_event(event)
-    finally:
-        # The client left (or the run ended): stop listening. The run itself goes on.
-        if pending is not None and not pending.done():
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await pending
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()
+async def _frames(handle: RunHandle) -> AsyncIterator[str]:
+    # A closed client stops this generator (the run itself goes on); None means a silence.
+    async for event in handle.events(idle=KEEPALIVE_SECONDS):
+        yield ": keep-alive\n\n" if event is None else format_event(event)
 
 
-def event_stream(events: AsyncIterator[dict[str, Any]]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(_with_keepalive(events), content_type="text/event-stream")
+def event_stream(handle: RunHandle) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(_frames(handle), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

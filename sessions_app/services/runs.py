@@ -118,8 +118,10 @@ class RunHandle:
     stream: streams.RunStream
     task: asyncio.Task[None] = field(repr=False)
 
-    def events(self, after_seq: int = 0) -> AsyncIterator[streams.Event]:
-        return self.stream.subscribe(after_seq)
+    def events(
+        self, after_seq: int = 0, *, idle: float | None = None
+    ) -> AsyncIterator[streams.Event | None]:
+        return self.stream.subscribe(after_seq, idle=idle)
 
     async def wait(self) -> Run:
         await asyncio.shield(self.task)

@@ -52,8 +52,11 @@ class RunStream:
             _streams.pop(self.run_id, None)
         return event
 
-    async def subscribe(self, after_seq: int = 0) -> AsyncIterator[Event]:
-        """Every event with seq > after_seq, then live ones until the run ends."""
+    async def subscribe(
+        self, after_seq: int = 0, *, idle: float | None = None
+    ) -> AsyncIterator[Event | None]:
+        """Every event with seq > after_seq, then live ones until the run ends; with `idle`,
+        also None after each `idle` seconds without an event (for keep-alives)."""
         backlog = self.events[after_seq:]
         if self.finished:
             for event in backlog:
@@ -65,7 +68,18 @@ class RunStream:
         try:
             for event in backlog:
                 yield event
-            while (event := await queue.get()) is not None:
+            while True:
+                if idle is None or not queue.empty():
+                    event = await queue.get()
+                else:
+                    try:
+                        async with asyncio.timeout(idle):
+                            event = await queue.get()
+                    except TimeoutError:
+                        yield None
+                        continue
+                if event is None:
+                    return
                 yield event
         finally:
             self._queues.discard(queue)
