@@ -257,9 +257,14 @@ async def test_a_summary_is_shown_in_the_system_message(alice, agent, upstream):
     assert "<summary_of_previous_interactions>\nThe user likes hiking.\n" in system
 
 
-async def test_the_number_of_queries_does_not_grow_with_the_answer(alice, agent, upstream):
+async def test_the_number_of_queries_does_not_grow_with_the_answer(
+    alice, agent, upstream, settings
+):
     from tests.querycount import count_queries
 
+    # Checkpoints come by the clock (one a second), so on a slow machine a long answer takes
+    # more of them: the count here is of everything else.
+    settings.PARLEY_CHECKPOINT_INTERVAL = 3600
     await run_to_end(alice, "warm up")  # first-use queries (content types, etc.) aside
     upstream.script(Reply(tokens=20))
     with count_queries() as short:
@@ -269,4 +274,6 @@ async def test_the_number_of_queries_does_not_grow_with_the_answer(alice, agent,
         await run_to_end(alice, "long")
     assert short.writes == long.writes
     assert short.total == long.total
-    assert long.total <= 20
+    # A new session: rate check, agent, session, run, both messages; then the outcome (its
+    # calls, the state, run, answer, session) and the test's own read of the finished run.
+    assert long.total <= 13 and long.writes <= 7
