@@ -277,3 +277,76 @@ async def test_the_number_of_queries_does_not_grow_with_the_answer(
     # A new session: rate check, agent, session, run, both messages; then the outcome (its
     # calls, the state, run, answer, session) and the test's own read of the finished run.
     assert long.total <= 13 and long.writes <= 7
+
+
+async def test_runs_started_in_the_same_instant_are_created_together(alice, bob, agent, upstream):
+    from tests.querycount import count_queries
+
+    a1, _ = await run_to_end(alice, "a1 first")
+    await run_to_end(alice, "a1 second", session_id=a1.session_id)
+    a2, _ = await run_to_end(alice, "a2 first")
+    b1, _ = await run_to_end(bob, "b1 first")
+    upstream.reset()
+    upstream.script(*[Reply("answer", first_delay=0.5)] * 4)  # nothing finishes while we count
+    asks = [
+        runs.start_run(alice, "a1 third", session_id=a1.session_id),
+        runs.start_run(alice, "a2 second", session_id=a2.session_id, session_state={"k": 1}),
+        runs.start_run(bob, "b1 second", session_id=b1.session_id),
+        runs.start_run(alice, "a brand new chat"),
+        runs.start_run(bob, "not my chat", session_id=a1.session_id),
+        runs.start_run(alice, "no such chat", session_id="not-an-id"),
+    ]
+    with count_queries() as counted:
+        outcomes = await asyncio.gather(*asks, return_exceptions=True)
+    # Refusals are each asker's own; the others start.
+    assert isinstance(outcomes[4], NotFound) and isinstance(outcomes[5], NotFound)
+    finished = [await handle.wait() for handle in outcomes[:4]]
+    assert [r.status for r in finished] == [RunStatus.COMPLETED] * 4
+    assert [r.position for r in finished] == [3, 2, 2, 1]
+    assert [r.user_id for r in finished] == [alice.pk, alice.pk, bob.pk, alice.pk]
+    assert finished[3].session_id not in {a1.session_id, a2.session_id, b1.session_id}
+    # Each run was sent its own session's history, as if it had been started alone.
+    sent = {sent_dialogue(r)[-1][1]: sent_dialogue(r) for r in upstream.requests}
+    assert sent["a1 third"] == [
+        ("user", "a1 first"),
+        ("assistant", "Echo: a1 first"),
+        ("user", "a1 second"),
+        ("assistant", "Echo: a1 second"),
+        ("user", "a1 third"),
+    ]
+    assert sent["a2 second"] == [
+        ("user", "a2 first"),
+        ("assistant", "Echo: a2 first"),
+        ("user", "a2 second"),
+    ]
+    assert sent["b1 second"] == [
+        ("user", "b1 first"),
+        ("assistant", "Echo: b1 first"),
+        ("user", "b1 second"),
+    ]
+    assert sent["a brand new chat"] == [("user", "a brand new chat")]
+    assert (await Session.objects.aget(pk=a2.session_id)).session_state == {"k": 1}
+    stored = [
+        (m.role, m.content) async for m in Message.objects.filter(run=finished[3]).order_by("order")
+    ]
+    assert stored == [("user", "a brand new chat"), ("assistant", "answer")]
+    # Created with bulk statements: one by one, four runs take about forty queries.
+    assert counted.total <= 16
+
+
+async def test_two_sends_into_one_chat_in_the_same_instant_start_one_run(alice, agent, upstream):
+    first, _ = await run_to_end(alice, "hello")
+    upstream.script(*[Reply("answer", first_delay=0.3)] * 2)
+    outcomes = await asyncio.gather(
+        runs.start_run(alice, "one", session_id=first.session_id),
+        runs.start_run(alice, "two", session_id=first.session_id),
+        runs.start_run(alice, "elsewhere"),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[1], runs.RunConflict)
+    done = [await outcomes[0].wait(), await outcomes[2].wait()]
+    assert [(r.input, r.position, r.status) for r in done] == [
+        ("one", 2, RunStatus.COMPLETED),
+        ("elsewhere", 1, RunStatus.COMPLETED),
+    ]
+    assert await Run.objects.filter(session_id=first.session_id).acount() == 2

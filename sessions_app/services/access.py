@@ -57,6 +57,29 @@ def get_session_for_owner(user: User, session_id: Any) -> Session:
     return session
 
 
+def get_sessions_for_owner(user: User, session_ids: list[Any]) -> list[Session | Exception]:
+    """`get_session_for_owner` for many sessions in one query: each a Session, or the
+    exception that gate would have raised for it."""
+    wanted: list[uuid.UUID | Exception] = []
+    for session_id in session_ids:
+        try:
+            wanted.append(_uuid(session_id))
+        except NotFound as exc:
+            wanted.append(exc)
+    ids = [w for w in wanted if isinstance(w, uuid.UUID)]
+    found = {s.pk: s for s in sessions_for_user(user).select_related("agent").filter(pk__in=ids)}
+    out: list[Session | Exception] = []
+    for w in wanted:
+        session = found.get(w) if isinstance(w, uuid.UUID) else None
+        if session is None:
+            out.append(w if isinstance(w, Exception) else NotFound())
+        elif session.user_id != user.pk:
+            out.append(PermissionDenied("Only the owner of a session can run in it."))
+        else:
+            out.append(session)
+    return out
+
+
 def get_run_for_owner(user: User, run_id: Any) -> Run:
     """A run to judge or repeat (feedback, regenerate): someone else's is not found, even for
     staff, since a rating speaks for the person who asked."""

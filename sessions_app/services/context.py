@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
+
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
 from sessions_app.services import tools
@@ -113,6 +118,14 @@ def as_openai(message: Message) -> dict[str, Any]:
 def build_messages(
     agent: Agent, session: Session, run_position: int, new_input: str, user: User
 ) -> list[dict[str, Any]]:
+    return _assemble(
+        agent, session, new_input, user, history_messages(agent, session, run_position)
+    )
+
+
+def _assemble(
+    agent: Agent, session: Session, new_input: str, user: User, history: list[Message]
+) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     past = None
     if agent.search_session_history and agent.add_past_sessions_to_context:
@@ -120,6 +133,61 @@ def build_messages(
     system = system_message(agent, session, user.get_username(), past)
     if system is not None:
         messages.append(system)
-    messages.extend(as_openai(m) for m in history_messages(agent, session, run_position))
+    messages.extend(as_openai(m) for m in history)
     messages.append({"role": "user", "content": new_input})
     return messages
+
+
+@dataclass
+class Turn:
+    """One new run's place, for building the messages of many runs at once."""
+
+    agent: Agent
+    session: Session
+    position: int
+    input: str
+    user: User
+
+
+def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
+    """`build_messages` for runs in different sessions, started together: the history of every
+    session counting its last runs comes from two queries, not two per run."""
+    by_runs = [
+        t
+        for t in turns
+        if t.agent.add_history_to_context
+        and t.position > 1
+        and t.agent.num_history_messages is None
+        and t.agent.num_history_runs
+    ]
+    histories: dict[Any, list[Message]] = defaultdict(list)
+    if by_runs:
+        deepest = max(t.agent.num_history_runs for t in by_runs)
+        wanted = {t.session.pk: t.agent.num_history_runs for t in by_runs}
+        ranked = (
+            Run.objects.filter(session_id__in=wanted, status=RunStatus.COMPLETED)
+            .annotate(
+                rank=Window(
+                    RowNumber(), partition_by=[F("session_id")], order_by=F("position").desc()
+                )
+            )
+            .filter(rank__lte=deepest)
+            .values_list("pk", "session_id", "rank")
+        )
+        runs = [pk for pk, session_id, rank in ranked if rank <= wanted[session_id]]
+        rows = (
+            Message.objects.filter(run_id__in=runs)
+            .exclude(role=Role.SYSTEM)
+            .order_by("session_id", "run__position", "order")
+        )
+        for message in rows:
+            histories[message.session_id].append(message)
+    batched = {id(t) for t in by_runs}
+    out = []
+    for turn in turns:
+        if id(turn) in batched:
+            history = drop_dangling_tool_calls(histories.get(turn.session.pk, []))
+        else:
+            history = history_messages(turn.agent, turn.session, turn.position)
+        out.append(_assemble(turn.agent, turn.session, turn.input, turn.user, history))
+    return out

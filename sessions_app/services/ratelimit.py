@@ -27,20 +27,30 @@ class RateLimited(Exception):
 
 def check_run_rate(user: User) -> float | None:
     """Seconds to wait before `user` may start another run, or None when they may now."""
+    return run_waits(user, 1)[0]
+
+
+def run_waits(user: User, count: int) -> list[float | None]:
+    """For `count` runs `user` starts at once: each one's wait, None for those allowed now."""
     limit = settings.PARLEY_RUNS_PER_MINUTE
     if limit <= 0:
-        return None
+        return [None] * count
     now = timezone.now()
     recent = (
         Run.objects.filter(user=user, created_at__gt=now - WINDOW)
         .order_by("-created_at")
         .values_list("created_at", flat=True)[:limit]
     )
-    stamps = list(recent)
-    if len(stamps) < limit:
-        return None
-    # The oldest of the last `limit` runs leaving the window frees one slot.
-    return max((stamps[-1] + WINDOW - now).total_seconds(), 0.001)
+    stamps = list(recent)  # newest first
+    waits: list[float | None] = []
+    for _ in range(count):
+        if len(stamps) < limit:
+            stamps.insert(0, now)
+            waits.append(None)
+        else:
+            # The oldest of the last `limit` runs leaving the window frees one slot.
+            waits.append(max((stamps[limit - 1] + WINDOW - now).total_seconds(), 0.001))
+    return waits
 
 
 def ensure_run_allowed(user: User) -> None:

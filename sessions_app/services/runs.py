@@ -27,6 +27,7 @@ from django.utils import timezone
 from sessions_app.llm import client as llm
 from sessions_app.models import (
     ACTIVE_STATUSES,
+    Agent,
     CallKind,
     LLMCall,
     Message,
@@ -41,8 +42,9 @@ from sessions_app.services.access import (
     get_agent_for_user,
     get_run_for_user,
     get_session_for_owner,
+    get_sessions_for_owner,
 )
-from sessions_app.services.context import build_messages
+from sessions_app.services.context import Turn, build_messages, build_messages_many
 
 log = logging.getLogger("parley.runs")
 
@@ -135,10 +137,12 @@ class _Active:
 
 
 _active: dict[uuid.UUID, _Active] = {}
+# Created by this process and about to stream: not orphans, though no task runs them yet.
+_launching: set[uuid.UUID] = set()
 
 
 def active_run_ids() -> list[uuid.UUID]:
-    return list(_active)
+    return [*_active, *_launching]
 
 
 async def start_run(
@@ -153,7 +157,11 @@ async def start_run(
     text = validate_input(input)
     if session_state is not None and not isinstance(session_state, dict):
         raise InputError("session_state must be a JSON object.", 422)
-    plan = await _in_db_thread(_create_run)(user, text, agent_id, session_id, session_state)
+    return await _creator().submit(_Ask(user, text, agent_id, session_id, session_state))
+
+
+def _launch(plan: _Plan) -> RunHandle:
+    """Start streaming a created run, in a task of the engine's own."""
     run = plan.run
     stream = streams.open_stream(run.run_id, run.session_id)
     stream.publish(
@@ -171,8 +179,216 @@ async def start_run(
     )
     handle = RunHandle(run.run_id, run.session_id, stream, task)
     _active[run.run_id] = _Active(handle)
+    _launching.discard(run.run_id)
     liveness.ensure_heartbeat()
     return handle
+
+
+@dataclass
+class _Ask:
+    user: User
+    text: str
+    agent_id: Any
+    session_id: Any
+    session_state: dict[str, Any] | None
+
+
+class _Creator:
+    """Creates runs in the ORM thread, all those asked for while the previous batch was written
+    together, in one transaction with bulk statements.
+
+    One run alone costs about ten queries, most of their time spent by Django building SQL; a
+    hundred users pressing Send in the same second would queue a thousand of them on the one
+    thread all database work shares, and the last would wait seconds for its first token.
+    """
+
+    LIMIT = 200  # runs per batch
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[_Ask, asyncio.Future[RunHandle]]] = []
+        self.worker: asyncio.Task[None] | None = None
+
+    async def submit(self, ask: _Ask) -> RunHandle:
+        future: asyncio.Future[RunHandle] = asyncio.get_running_loop().create_future()
+        self.waiting.append((ask, future))
+        if self.worker is None:
+            self.worker = asyncio.create_task(self.work(), context=contextvars.Context())
+        return await future
+
+    async def work(self) -> None:
+        try:
+            while self.waiting:
+                batch, self.waiting = self.waiting[: self.LIMIT], self.waiting[self.LIMIT :]
+                try:
+                    outcomes = await _in_db_thread(_create_runs)([ask for ask, _ in batch])
+                except asyncio.CancelledError:
+                    for _, future in batch + self.waiting:
+                        future.cancel()
+                    self.waiting = []
+                    raise
+                except Exception as exc:
+                    outcomes = [exc] * len(batch)
+                for (_, future), outcome in zip(batch, outcomes, strict=True):
+                    if isinstance(outcome, Exception):
+                        if not future.done():
+                            future.set_exception(outcome)
+                        continue
+                    # Started even when its asker has gone (a closed socket): the question
+                    # was stored, so its answer is owed.
+                    handle = _launch(outcome)
+                    if not future.done():
+                        future.set_result(handle)
+        finally:
+            self.worker = None
+
+
+_creators: dict[int, _Creator] = {}
+
+
+def _creator() -> _Creator:
+    """One per event loop (tests run several loops in one process)."""
+    loop_id = id(asyncio.get_running_loop())
+    creator = _creators.get(loop_id)
+    if creator is None:
+        _creators.clear()
+        creator = _creators[loop_id] = _Creator()
+    return creator
+
+
+def _create_runs(asks: list[_Ask]) -> list[_Plan | Exception]:
+    """Each ask's plan, or the exception that refused it."""
+    outcomes: list[_Plan | Exception] = []
+    if len(asks) > 1:
+        try:
+            outcomes = _create_together(asks)
+        except IntegrityError:
+            pass  # two sends into one session, or a stale run to reap: one at a time below
+    if not outcomes:
+        for ask in asks:
+            try:
+                plan = _create_run(
+                    ask.user, ask.text, ask.agent_id, ask.session_id, ask.session_state
+                )
+            except Exception as exc:
+                outcomes.append(exc)
+            else:
+                _launching.add(plan.run.run_id)  # a later ask may meet it: it is not stale
+                outcomes.append(plan)
+    _launching.update(o.run.run_id for o in outcomes if isinstance(o, _Plan))
+    return outcomes
+
+
+def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
+    """`_create_run` for many asks with bulk statements; IntegrityError (and nothing written)
+    when any of them meets an active run."""
+    outcomes: list[_Plan | Exception | None] = [None] * len(asks)
+    by_user: dict[Any, list[int]] = {}
+    for i, ask in enumerate(asks):
+        by_user.setdefault(ask.user.pk, []).append(i)
+    agents: dict[Any, Agent | Exception] = {}
+
+    def agent_for(ask: _Ask) -> Agent:
+        key = str(ask.agent_id) if ask.agent_id else None
+        if key not in agents:
+            try:
+                agents[key] = get_agent_for_user(ask.user, ask.agent_id)
+            except Exception as exc:
+                agents[key] = exc
+        found = agents[key]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    sessions: list[Session | None] = [None] * len(asks)
+    with transaction.atomic():
+        for indexes in by_user.values():
+            user = asks[indexes[0]].user
+            for i, wait in zip(indexes, ratelimit.run_waits(user, len(indexes)), strict=True):
+                if wait is not None:
+                    outcomes[i] = ratelimit.RateLimited(wait)
+            existing = [i for i in indexes if outcomes[i] is None and asks[i].session_id]
+            found = get_sessions_for_owner(user, [asks[i].session_id for i in existing])
+            for i, session in zip(existing, found, strict=True):
+                if isinstance(session, Exception):
+                    outcomes[i] = session
+                else:
+                    sessions[i] = session
+        agents_of: list[Agent | None] = [None] * len(asks)
+        for i, ask in enumerate(asks):
+            if outcomes[i] is not None:
+                continue
+            try:
+                session = sessions[i]
+                agents_of[i] = session.agent if session and not ask.agent_id else agent_for(ask)
+            except Exception as exc:
+                outcomes[i] = exc
+        live = [i for i in range(len(asks)) if outcomes[i] is None]
+        fresh = []
+        for i in live:
+            ask, agent = asks[i], agents_of[i]
+            if sessions[i] is None:
+                sessions[i] = Session(
+                    user=ask.user,
+                    agent=agent,
+                    session_name=default_session_name(ask.text),
+                    session_state={**agent.session_state, **(ask.session_state or {})},
+                )
+                fresh.append(sessions[i])
+            elif ask.session_state:
+                sessions[i].session_state = {**sessions[i].session_state, **ask.session_state}
+        Session.objects.bulk_create(fresh)
+        old = [sessions[i].pk for i in live if asks[i].session_id is not None]
+        last = dict(
+            Run.objects.filter(session_id__in=old)
+            .values("session_id")
+            .annotate(last=Max("position"))
+            .values_list("session_id", "last")
+        )
+        now = timezone.now()
+        runs = [
+            Run(
+                session=sessions[i],
+                user=asks[i].user,
+                agent=agents_of[i],
+                position=(last.get(sessions[i].pk) or 0) + 1,
+                status=RunStatus.RUNNING,
+                input=asks[i].text,
+                model=agents_of[i].model or settings.LLM_MODEL,
+                model_provider=llm.provider_name(),
+                worker=liveness.WORKER_ID,
+                heartbeat_at=now,
+            )
+            for i in live
+        ]
+        Run.objects.bulk_create(runs)
+        messages = []
+        for run in runs:
+            messages += [
+                Message(run=run, session=run.session, order=0, role=Role.USER, content=run.input),
+                Message(run=run, session=run.session, order=1, role=Role.ASSISTANT, content=""),
+            ]
+        Message.objects.bulk_create(messages)
+        merged = [i for i in live if asks[i].session_id and asks[i].session_state]
+        for i in merged:
+            sessions[i].save(update_fields=["session_state", "updated_at"])
+        # Bumps updated_at so the sessions sort first.
+        Session.objects.filter(
+            pk__in=[sessions[i].pk for i in live if asks[i].session_id and i not in merged]
+        ).update(updated_at=now)
+        turns = [
+            Turn(agents_of[i], sessions[i], run.position, run.input, asks[i].user)
+            for i, run in zip(live, runs, strict=True)
+        ]
+        built = build_messages_many(turns)
+    for n, (i, run) in enumerate(zip(live, runs, strict=True)):
+        outcomes[i] = _Plan(
+            run=run,
+            session=sessions[i],
+            assistant_message_id=messages[2 * n + 1].pk,
+            messages=built[n],
+            tools=tools.tool_specs(agents_of[i]),
+        )
+    return outcomes  # type: ignore[return-value]
 
 
 def _create_run(
