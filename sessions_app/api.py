@@ -167,7 +167,7 @@ def list_session_messages(
 async def _start_detached(user: User, payload: RunIn) -> runs.RunHandle:
     """start_run, in a task with a fresh context that the engine's task then inherits.
 
-    Behind a sync-only middleware (WhiteNoise), the request's context holds the executor of the
+    Behind a sync-only middleware, the request's context would hold the executor of the
     request's thread, which quits once the response is returned; a run inheriting it would
     fail at its next database call while still streaming.
     """

@@ -224,3 +224,16 @@ def test_someone_elses_settings_and_state_are_404(alice, bob, agent, alice_clien
     assert alice_client.get(f"/s/{session.session_id}/settings").status_code == 404
     response = alice_client.post(f"/s/{session.session_id}/state", {"session_state": "{}"})
     assert response.status_code == 404
+
+
+async def test_static_files_are_served_on_the_async_path(db):
+    from django.conf import settings
+    from django.test import AsyncClient
+
+    client = AsyncClient()
+    found = await client.get("/static/parley/chat.js")
+    assert found.status_code == 200
+    assert found["Content-Type"].startswith("text/javascript")
+    source = settings.BASE_DIR / "static" / "parley" / "chat.js"
+    assert b"".join(found.streaming_content) == source.read_bytes()
+    assert (await client.get("/static/parley/no-such-file.js")).status_code == 404
