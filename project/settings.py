@@ -78,7 +78,16 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.getenv("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'var' / 'parley.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+# All of a process's database work runs on one thread (Django's async ORM and Channels both
+# use it), so a kept connection is one per process; without it every request's signals
+# close it and the next query connects again. A broken one is replaced before it is used.
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL,
+        conn_max_age=envint("DB_CONN_MAX_AGE", 600),
+        conn_health_checks=True,
+    )
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers proceed while a run checkpoints; IMMEDIATE avoids lock-upgrade deadlocks.
     DATABASES["default"]["OPTIONS"] = {

@@ -55,10 +55,10 @@ T = TypeVar("T")
 def _in_db_thread(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
     """`fn` in the ORM's thread, keeping that thread's connection open from one call to the next.
 
-    channels' database_sync_to_async closes it before and after every call while CONN_MAX_AGE
-    is 0 (the default): a new connection for each run's start and finish, and on SQLite a WAL
-    checkpoint with fsync each time the last connection closes, stalling the one thread that all
-    runs' database work queues on. A connection that failed is still replaced, as
+    channels' database_sync_to_async closes it before and after every call when CONN_MAX_AGE
+    is 0 (DB_CONN_MAX_AGE=0): a new connection for each run's start and finish, and on SQLite a
+    WAL checkpoint with fsync each time the last connection closes, stalling the one thread that
+    all runs' database work queues on. A connection that failed is still replaced, as
     database_sync_to_async would.
     """
 
