@@ -178,12 +178,19 @@ async def stream_chat(
     answered_model = model
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
-    kwargs: dict[str, Any] = {"stream_options": {"include_usage": True}}
+    # The history and tools are plain JSON already. Given as `extra_body` (which replaces the
+    # same keys of the request body) they skip `openai`'s field-by-field transform of its typed
+    # parameters, about 3 ms of CPU per request for a few runs of history.
+    body: dict[str, Any] = {"messages": messages}
     if tools:
-        kwargs["tools"] = tools
+        body["tools"] = tools
     try:
         async with get_client().chat.completions.with_streaming_response.create(
-            model=model, messages=messages, stream=True, **kwargs
+            model=model,
+            messages=[],
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body=body,
         ) as response:
             async for chunk in _sse_json(response.iter_lines()):
                 answered_model = chunk.get("model") or answered_model
