@@ -83,23 +83,35 @@ async def _runners(
 
         return [run_sse] * n, sse.close
     sockets: list[ChatSocket]
+    watched: list[str] | None = None
     if transport == "ws":
+        url, path = stack.url("parley"), "/ws/chat/"
         sessions, agent = bench.take(n), bench.agent(scenario)
-        sockets = await open_sockets(n, stack.url("parley"), "/ws/chat/", bench.cookie, sessions)
+        watched = sessions
         frames = [
             {"action": "send", "input": PROMPT, "session_id": s, "agent_id": agent}
             for s in sessions
         ]
     else:
-        sockets = await open_sockets(n, stack.url("naive"), "/ws/naive/", bench.cookie)
+        url, path = stack.url("naive"), "/ws/naive/"
         frames = [
             {"action": "send", "input": PROMPT, "session_id": uuid.uuid4().hex, "model": model}
             for model in [scenario.model] * n
         ]
+    sockets = await open_sockets(n, url, path, bench.cookie, watched)
+    failed = [False] * n
 
     def runner(i: int) -> Runner:
         async def run_ws(_: int) -> RunResult:
-            return await sockets[i].run(frames[i], tokens, timeout)
+            if failed[i]:
+                # A run that failed may have left frames unread: they must not count as the
+                # next run's. Its socket is replaced, as a browser tab would reconnect.
+                await sockets[i].close()
+                fresh = await open_sockets(1, url, path, bench.cookie, watched and [watched[i]])
+                sockets[i] = fresh[0]
+            result = await sockets[i].run(frames[i], tokens, timeout)
+            failed[i] = not result.ok
+            return result
 
         return run_ws
 
