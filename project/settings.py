@@ -157,6 +157,10 @@ LLM_PRICES = os.getenv("LLM_PRICES", "gpt-4o-mini=0.15:0.60;gpt-4o=2.50:10.00")
 
 # Streaming: first delta at once, then one coalesced piece per interval.
 PARLEY_COALESCE_INTERVAL = envfloat("PARLEY_COALESCE_INTERVAL", 0.05)
+# Under load the interval stretches with the runs a process streams (one base interval per
+# PARLEY_COALESCE_RUNS runs), up to this: fewer, larger pieces, still a steady flow.
+PARLEY_COALESCE_MAX_INTERVAL = envfloat("PARLEY_COALESCE_MAX_INTERVAL", 0.15)
+PARLEY_COALESCE_RUNS = envint("PARLEY_COALESCE_RUNS", 50)
 # Partial answers are saved at most this often while a run streams.
 PARLEY_CHECKPOINT_INTERVAL = envfloat("PARLEY_CHECKPOINT_INTERVAL", 1.0)
 # Each process marks its runs alive this often; runs silent for STALE seconds are interrupted.

@@ -350,3 +350,13 @@ async def test_two_sends_into_one_chat_in_the_same_instant_start_one_run(alice, 
         ("elsewhere", 1, RunStatus.COMPLETED),
     ]
     assert await Run.objects.filter(session_id=first.session_id).acount() == 2
+
+
+def test_pieces_grow_further_apart_as_a_process_streams_more_answers(settings):
+    settings.PARLEY_COALESCE_INTERVAL = 0.05
+    settings.PARLEY_COALESCE_RUNS = 50
+    settings.PARLEY_COALESCE_MAX_INTERVAL = 0.15
+    intervals = [runs.coalesce_interval(n) for n in (0, 1, 50, 100, 150, 1000)]
+    assert intervals == pytest.approx([0.05, 0.05, 0.05, 0.10, 0.15, 0.15])
+    settings.PARLEY_COALESCE_MAX_INTERVAL = 0.01  # a bound below the base: the base wins
+    assert runs.coalesce_interval(1000) == pytest.approx(0.05)

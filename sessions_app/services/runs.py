@@ -465,23 +465,38 @@ def _create_run_once(
     )
 
 
+def coalesce_interval(streaming: int) -> float:
+    """Seconds between two pieces of one answer while `streaming` runs stream in this process.
+
+    Every piece costs the same to send whatever its size; a process streaming hundreds of
+    answers at a few tokens each per piece would spend its CPU on frames, and every answer
+    would fall behind. So the interval grows with the load, within a bound that still reads as
+    a steady flow.
+    """
+    base = settings.PARLEY_COALESCE_INTERVAL
+    stretched = base * streaming / max(settings.PARLEY_COALESCE_RUNS, 1)
+    return min(max(base, stretched), max(base, settings.PARLEY_COALESCE_MAX_INTERVAL))
+
+
 class _Coalescer:
     """Publishes the first delta at once, then at most one merged piece per interval."""
 
-    def __init__(self, stream: streams.RunStream, interval: float) -> None:
+    def __init__(self, stream: streams.RunStream) -> None:
         self.stream = stream
-        self.interval = interval
         self.pending: list[str] = []
         self.last_flush: float | None = None
         self.timer: asyncio.TimerHandle | None = None
 
     def add(self, piece: str) -> None:
         self.pending.append(piece)
+        if self.timer is not None:
+            return
         now = time.monotonic()
-        if self.last_flush is None or now - self.last_flush >= self.interval:
+        interval = coalesce_interval(len(_active))
+        if self.last_flush is None or now - self.last_flush >= interval:
             self.flush()
-        elif self.timer is None:
-            delay = self.interval - (now - self.last_flush)
+        else:
+            delay = interval - (now - self.last_flush)
             self.timer = asyncio.get_running_loop().call_later(delay, self.flush)
 
     def flush(self) -> None:
@@ -514,7 +529,7 @@ YIELD_EVERY = 0.020
 
 async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
     run = plan.run
-    coalescer = _Coalescer(stream, settings.PARLEY_COALESCE_INTERVAL)
+    coalescer = _Coalescer(stream)
     parts: list[str] = []  # everything the user saw streamed, across tool rounds
     calls: list[_Call] = []
     messages = list(plan.messages)
