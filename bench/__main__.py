@@ -47,7 +47,11 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--redis", action="store_true", help="channel layer on Redis (db 14)")
     parser.add_argument("--capacity-levels", type=int, nargs="+", default=[], metavar="N")
     parser.add_argument("--capacity-transport", choices=["ws", "sse"], default="ws")
-    parser.add_argument("--profile", type=Path, help="py-spy flame graph of Parley to this SVG")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy profile of Parley: a flame graph (.svg) or collapsed stacks (.txt)",
+    )
     parser.add_argument("--output", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
     only = [ALIASES.get(name, name) for name in args.only]
@@ -102,8 +106,11 @@ def setup(bench: Bench, figures: list[str]) -> None:
 
 def start_profiler(bench: Bench, path: Path) -> subprocess.Popen[bytes]:
     py_spy = Path(sys.executable).with_name("py-spy")
+    # flame.svg: a flame graph; stacks.txt: collapsed stacks, one line each, to sum with a script.
+    fmt = "raw" if path.suffix == ".txt" else "flamegraph"
+    pid = str(bench.stack.pid("parley"))
     return subprocess.Popen(
-        [str(py_spy), "record", "-o", str(path), "--pid", str(bench.stack.pid("parley"))],
+        [str(py_spy), "record", "-o", str(path), "--format", fmt, "--pid", pid],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
