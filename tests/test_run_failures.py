@@ -133,6 +133,29 @@ async def test_partial_answers_are_checkpointed_while_streaming(alice, agent, up
     assert len(run.content.split()) == 40
 
 
+async def test_checkpoints_of_many_runs_are_saved_together_and_stop_only_the_cancelled(
+    alice, agent, upstream, settings
+):
+    settings.PARLEY_CHECKPOINT_INTERVAL = 0.1
+    upstream.script(*[Reply(tokens=60, delay=0.02)] * 4)
+    handles = await asyncio.gather(*(runs.start_run(alice, f"run {n}") for n in range(4)))
+    await asyncio.sleep(0.5)
+    saved = [await Run.objects.aget(pk=h.run_id) for h in handles]
+    assert all(s.status == RunStatus.RUNNING and s.content.startswith("tok0 ") for s in saved)
+    assert all(0 < s.content_seq <= h.stream.seq for s, h in zip(saved, handles, strict=True))
+    # Another process asks one of them to stop: the next checkpoint stops it, and only it.
+    await Run.objects.filter(pk=handles[1].run_id).aupdate(cancel_requested=True)
+    done = [await h.wait() for h in handles]
+    assert [r.status for r in done] == [
+        RunStatus.COMPLETED,
+        RunStatus.CANCELLED,
+        RunStatus.COMPLETED,
+        RunStatus.COMPLETED,
+    ]
+    assert len(done[1].content.split()) < 60
+    assert [len(r.content.split()) for r in done if r.status == RunStatus.COMPLETED] == [60] * 3
+
+
 async def test_a_cancel_from_another_process_stops_the_run(alice, agent, upstream, settings):
     settings.PARLEY_CHECKPOINT_INTERVAL = 0.1
     upstream.script(Reply(tokens=200, delay=0.02))

@@ -689,16 +689,98 @@ def _run_tools(
     return results, answer.pk
 
 
+class _Batcher:
+    """Runs `fn` in the ORM thread on everything submitted while its previous call ran: one
+    thread hop and one transaction for any number of runs, instead of one each."""
+
+    LIMIT = 500
+
+    def __init__(self, fn: Callable[[list[Any]], list[Any]]) -> None:
+        self.fn = fn
+        self.waiting: list[tuple[Any, asyncio.Future[Any]]] = []
+        self.worker: asyncio.Task[None] | None = None
+
+    async def submit(self, item: Any) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting.append((item, future))
+        if self.worker is None:
+            self.worker = asyncio.create_task(self.work(), context=contextvars.Context())
+        return await future
+
+    async def work(self) -> None:
+        try:
+            while self.waiting:
+                batch, self.waiting = self.waiting[: self.LIMIT], self.waiting[self.LIMIT :]
+                try:
+                    outcomes = await _in_db_thread(self.fn)([item for item, _ in batch])
+                except asyncio.CancelledError:
+                    for _, future in batch + self.waiting:
+                        future.cancel()
+                    self.waiting = []
+                    raise
+                except Exception as exc:
+                    outcomes = [exc] * len(batch)
+                for (_, future), outcome in zip(batch, outcomes, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(outcome, Exception):
+                        future.set_exception(outcome)
+                    else:
+                        future.set_result(outcome)
+        finally:
+            self.worker = None
+
+
+_batchers: dict[tuple[int, str], _Batcher] = {}
+
+
+def _batcher(fn: Callable[[list[Any]], list[Any]]) -> _Batcher:
+    """One per event loop and function (tests run several loops in one process)."""
+    key = (id(asyncio.get_running_loop()), fn.__name__)
+    batcher = _batchers.get(key)
+    if batcher is None:
+        for stale in [k for k in _batchers if k[0] != key[0]]:
+            del _batchers[stale]
+        batcher = _batchers[key] = _Batcher(fn)
+    return batcher
+
+
 async def _checkpoint(run_id: uuid.UUID, content: str, seq: int) -> bool:
     """Save the partial answer; False when the run was cancelled from elsewhere."""
-    updated = await Run.objects.filter(
-        pk=run_id, status=RunStatus.RUNNING, cancel_requested=False
-    ).aupdate(content=content, content_seq=seq, heartbeat_at=timezone.now())
-    if not updated:
+    saved = await _batcher(_save_checkpoints).submit((run_id, content, seq))
+    if not saved:
         entry = _active.get(run_id)
         if entry is not None:
             entry.cancel_requested = True
-    return bool(updated)
+    return bool(saved)
+
+
+def _save_checkpoints(items: list[tuple[uuid.UUID, str, int]]) -> list[bool]:
+    """Every due checkpoint in one transaction: which runs may go on (still running, and not
+    asked to stop by another process)."""
+    if len(items) == 1:
+        (run_id, content, seq), now = items[0], timezone.now()
+        updated = Run.objects.filter(
+            pk=run_id, status=RunStatus.RUNNING, cancel_requested=False
+        ).update(content=content, content_seq=seq, heartbeat_at=now)
+        return [bool(updated)]
+    with transaction.atomic():
+        live = set(
+            Run.objects.filter(
+                pk__in=[run_id for run_id, _, _ in items],
+                status=RunStatus.RUNNING,
+                cancel_requested=False,
+            ).values_list("pk", flat=True)
+        )
+        now = timezone.now()
+        rows = [
+            Run(pk=run_id, content=content, content_seq=seq, heartbeat_at=now)
+            for run_id, content, seq in items
+            if run_id in live
+        ]
+        if rows:
+            Run.objects.bulk_update(rows, ["content", "content_seq", "heartbeat_at"])
+    return [run_id in live for run_id, _, _ in items]
 
 
 def _finish_run(
