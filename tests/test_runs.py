@@ -304,6 +304,11 @@ async def test_runs_started_in_the_same_instant_are_created_together(alice, bob,
     assert [r.status for r in finished] == [RunStatus.COMPLETED] * 4
     assert [r.position for r in finished] == [3, 2, 2, 1]
     assert [r.user_id for r in finished] == [alice.pk, alice.pk, bob.pk, alice.pk]
+    # Ended together too, and stored as each would have been alone.
+    assert [r.content for r in finished] == ["answer"] * 4
+    assert all(r.output_tokens == 1 and r.finished_at and r.content_seq == 0 for r in finished)
+    calls = LLMCall.objects.filter(run__in=[r.pk for r in finished])
+    assert sorted([c.run_id async for c in calls]) == sorted(r.pk for r in finished)
     assert finished[3].session_id not in {a1.session_id, a2.session_id, b1.session_id}
     # Each run was sent its own session's history, as if it had been started alone.
     sent = {sent_dialogue(r)[-1][1]: sent_dialogue(r) for r in upstream.requests}

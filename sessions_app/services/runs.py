@@ -615,11 +615,10 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
     content = "".join(parts)
     try:
         # Shielded: a second cancel (say, the server stopping) must not lose the answer.
-        saved = await asyncio.shield(
-            _in_db_thread(_finish_run)(
-                plan, status, content, error, calls, assistant_id, "".join(round_text), first_token
-            )
+        ending = _Finish(
+            plan, status, content, error, calls, assistant_id, "".join(round_text), first_token
         )
+        saved = await asyncio.shield(_batcher(_finish_runs).submit(ending))
     finally:
         _active.pop(run.run_id, None)
     used = [
@@ -783,61 +782,95 @@ def _save_checkpoints(items: list[tuple[uuid.UUID, str, int]]) -> list[bool]:
     return [run_id in live for run_id, _, _ in items]
 
 
-def _finish_run(
-    plan: _Plan,
-    status: str,
-    content: str,
-    error: str,
-    calls: list[_Call],
-    assistant_id: int,
-    final_text: str,
-    first_token: float | None,
-) -> Run:
-    """Store the outcome; the run as stored (unless it was already finished elsewhere)."""
-    run = plan.run
+@dataclass
+class _Finish:
+    """How a run ended, to be stored."""
+
+    plan: _Plan
+    status: str
+    content: str
+    error: str
+    calls: list[_Call]
+    assistant_id: int
+    final_text: str
+    first_token: float | None
+
+
+def _finish_runs(items: list[_Finish]) -> list[Run]:
+    """Store the outcomes of runs that ended together, in one transaction; each run as stored
+    (or, for one already finished elsewhere, as when marked interrupted meanwhile, as it was)."""
+    now = timezone.now()
+    runs = [item.plan.run for item in items]
     with transaction.atomic():
         rows = [
-            accounting.call_row(
-                usage=call.usage,
-                model=call.model,
-                model_provider=run.model_provider,
-                duration=call.duration,
-                ok=call.ok,
-                error=call.error,
-                time_to_first_token=call.time_to_first_token,
-                kind=CallKind.CHAT,
-                run=run,
-                session_id=run.session_id,
-                user_id=run.user_id,
-                agent_id=run.agent_id,
-            )
-            for call in calls
+            [
+                accounting.call_row(
+                    usage=call.usage,
+                    model=call.model,
+                    model_provider=run.model_provider,
+                    duration=call.duration,
+                    ok=call.ok,
+                    error=call.error,
+                    time_to_first_token=call.time_to_first_token,
+                    kind=CallKind.CHAT,
+                    run=run,
+                    session_id=run.session_id,
+                    user_id=run.user_id,
+                    agent_id=run.agent_id,
+                )
+                for call in item.calls
+            ]
+            for item, run in zip(items, runs, strict=True)
         ]
-        LLMCall.objects.bulk_create(rows)
-        state = (
-            Session.objects.filter(pk=run.session_id)
-            .values_list("session_state", flat=True)
-            .first()
-        )
-        outcome = {
-            "status": status,
-            "content": content,
-            "error": error,
-            "finished_at": timezone.now(),
-            "content_seq": 0,
-            "session_state": state,
-            # The run's first token is the first the user saw, whatever tool rounds came first.
-            **accounting.totals(rows),
-            "time_to_first_token": first_token,
-        }
-        updated = Run.objects.filter(pk=run.run_id, status__in=ACTIVE_STATUSES).update(**outcome)
-        Message.objects.filter(pk=assistant_id).update(content=final_text)
-        Session.objects.filter(pk=run.session_id).update(updated_at=outcome["finished_at"])
-    if not updated:  # reaped meanwhile, as if its process had died: that record stands
-        return Run.objects.select_related("agent").get(pk=run.run_id)
-    for name, value in outcome.items():
-        setattr(run, name, value)
-    return run
+        LLMCall.objects.bulk_create([row for per_run in rows for row in per_run])
+        session_ids = {run.session_id for run in runs}
+        states = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "session_state"))
+        outcomes = [
+            {
+                "status": item.status,
+                "content": item.content,
+                "error": item.error,
+                "finished_at": now,
+                "content_seq": 0,
+                "session_state": states.get(run.session_id),
+                **accounting.totals(per_run),
+                # The run's first token is the first the user saw, whatever tool rounds came
+                # first.
+                "time_to_first_token": item.first_token,
+            }
+            for item, run, per_run in zip(items, runs, rows, strict=True)
+        ]
+        if len(items) == 1:
+            done = Run.objects.filter(pk=runs[0].pk, status__in=ACTIVE_STATUSES).update(
+                **outcomes[0]
+            )
+            finished = {runs[0].pk} if done else set()
+            Message.objects.filter(pk=items[0].assistant_id).update(content=items[0].final_text)
+        else:
+            finished = set(
+                Run.objects.filter(
+                    pk__in=[run.pk for run in runs], status__in=ACTIVE_STATUSES
+                ).values_list("pk", flat=True)
+            )
+            for run, outcome in zip(runs, outcomes, strict=True):
+                if run.pk in finished:
+                    for name, value in outcome.items():
+                        setattr(run, name, value)
+            changed = [run for run in runs if run.pk in finished]
+            if changed:
+                Run.objects.bulk_update(changed, list(outcomes[0]))
+            answers = [Message(pk=item.assistant_id, content=item.final_text) for item in items]
+            Message.objects.bulk_update(answers, ["content"])
+        Session.objects.filter(pk__in=session_ids).update(updated_at=now)
+    stored = []
+    for run, outcome in zip(runs, outcomes, strict=True):
+        if run.pk not in finished:  # reaped meanwhile: that record stands
+            stored.append(Run.objects.select_related("agent").get(pk=run.pk))
+            continue
+        for name, value in outcome.items():
+            setattr(run, name, value)
+        stored.append(run)
+    return stored
 
 
 METRIC_FIELDS = (
