@@ -122,10 +122,26 @@ def get_client() -> openai.AsyncOpenAI:
             write=settings.LLM_CONNECT_TIMEOUT,
             pool=settings.LLM_CONNECT_TIMEOUT,
         )
-        # max_retries=0: a retried stream would repeat tokens the user already saw.
-        client = openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=timeout)
+        # max_retries=0: a retried stream would repeat tokens the user already saw. aiohttp
+        # reads a stream for less than half the CPU of the default transport, chunk by chunk.
+        client = openai.AsyncOpenAI(
+            base_url=url,
+            api_key=key,
+            max_retries=0,
+            timeout=timeout,
+            http_client=openai.DefaultAioHttpClient(timeout=timeout),
+        )
         _endpoint.clients = {loop_id: client}
     return client
+
+
+async def close_clients() -> None:
+    """Close this loop's model client (its connection pool belongs to the loop)."""
+    if _endpoint is None:
+        return
+    client = _endpoint.clients.pop(id(asyncio.get_running_loop()), None)
+    if client is not None:
+        await client.close()
 
 
 def _error_detail(exc: openai.APIStatusError) -> str:
@@ -137,9 +153,24 @@ def _error_detail(exc: openai.APIStatusError) -> str:
     return exc.message
 
 
+def _refused(exc: BaseException) -> bool:
+    """Whether the root of `exc` is a connection that failed, not a timeout: the aiohttp
+    transport reports a refused connection as a connect timeout."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, TimeoutError):
+            return False
+        if isinstance(cause, ConnectionError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def _describe(exc: BaseException) -> LLMError:
     if isinstance(exc, LLMError):
         return exc
+    if _refused(exc):
+        return LLMError("The model endpoint could not be reached or closed the connection.")
     if isinstance(exc, (openai.APITimeoutError, *_TIMEOUT_ERRORS)):
         return LLMError(TIMEOUT_MESSAGE, status=504)
     if isinstance(exc, (openai.APIConnectionError, *_TRANSPORT_ERRORS)):
