@@ -122,15 +122,10 @@ def get_client() -> openai.AsyncOpenAI:
             write=settings.LLM_CONNECT_TIMEOUT,
             pool=settings.LLM_CONNECT_TIMEOUT,
         )
-        # max_retries=0: a retried stream would repeat tokens the user already saw. aiohttp
-        # reads a stream for less than half the CPU of the default transport, chunk by chunk.
-        client = openai.AsyncOpenAI(
-            base_url=url,
-            api_key=key,
-            max_retries=0,
-            timeout=timeout,
-            http_client=openai.DefaultAioHttpClient(timeout=timeout),
-        )
+        # max_retries=0: a retried stream would repeat tokens the user already saw. The default
+        # transport, not aiohttp's: that one reads for less CPU, but when the upstream's
+        # connection breaks it drops the chunks already received and not yet read.
+        client = openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=timeout)
         _endpoint.clients = {loop_id: client}
     return client
 
@@ -154,8 +149,8 @@ def _error_detail(exc: openai.APIStatusError) -> str:
 
 
 def _refused(exc: BaseException) -> bool:
-    """Whether the root of `exc` is a connection that failed, not a timeout: the aiohttp
-    transport reports a refused connection as a connect timeout."""
+    """Whether the root of `exc` is a connection that failed, not a timeout (some transports
+    report a refused connection as a connect timeout)."""
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, TimeoutError):
