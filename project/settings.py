@@ -161,7 +161,8 @@ PARLEY_COALESCE_INTERVAL = envfloat("PARLEY_COALESCE_INTERVAL", 0.05)
 # PARLEY_COALESCE_RUNS runs), up to this: fewer, larger pieces, still a steady flow.
 PARLEY_COALESCE_MAX_INTERVAL = envfloat("PARLEY_COALESCE_MAX_INTERVAL", 0.15)
 PARLEY_COALESCE_RUNS = envint("PARLEY_COALESCE_RUNS", 50)
-# Partial answers are saved at most this often while a run streams.
+# Partial answers are saved at most this often while a run streams; under load the interval
+# stretches like the coalescing (one interval per PARLEY_COALESCE_RUNS streaming runs).
 PARLEY_CHECKPOINT_INTERVAL = envfloat("PARLEY_CHECKPOINT_INTERVAL", 1.0)
 # Each process marks its runs alive this often; runs silent for STALE seconds are interrupted.
 PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)

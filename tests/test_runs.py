@@ -365,3 +365,10 @@ def test_pieces_grow_further_apart_as_a_process_streams_more_answers(settings):
     assert intervals == pytest.approx([0.05, 0.05, 0.05, 0.10, 0.15, 0.15])
     settings.PARLEY_COALESCE_MAX_INTERVAL = 0.01  # a bound below the base: the base wins
     assert runs.coalesce_interval(1000) == pytest.approx(0.05)
+
+
+def test_partial_answers_are_saved_less_often_as_a_process_streams_more(settings):
+    settings.PARLEY_CHECKPOINT_INTERVAL = 1.0
+    settings.PARLEY_COALESCE_RUNS = 50
+    intervals = [runs.checkpoint_interval(n) for n in (0, 1, 50, 100, 200)]
+    assert intervals == pytest.approx([1.0, 1.0, 1.0, 2.0, 4.0])

@@ -478,6 +478,13 @@ def coalesce_interval(streaming: int) -> float:
     return min(max(base, stretched), max(base, settings.PARLEY_COALESCE_MAX_INTERVAL))
 
 
+def checkpoint_interval(streaming: int) -> float:
+    """Seconds between two saves of one partial answer: each costs the database as much as a
+    whole answer, so under load they come less often, in step with the coalescing."""
+    base = settings.PARLEY_CHECKPOINT_INTERVAL
+    return base * max(1.0, streaming / max(settings.PARLEY_COALESCE_RUNS, 1))
+
+
 class _Coalescer:
     """Publishes the first delta at once, then at most one merged piece per interval."""
 
@@ -538,7 +545,6 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
     first_token: float | None = None
     last_checkpoint = time.monotonic()
     last_yield = 0.0  # the first delta yields at once, so its piece goes out before the next
-    checkpoint_every = settings.PARLEY_CHECKPOINT_INTERVAL
     assistant_id = plan.assistant_message_id
     round_text: list[str] = []
     try:
@@ -560,7 +566,7 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
                         parts.append(item.content)
                         round_text.append(item.content)
                         coalescer.add(item.content)
-                        if time.monotonic() - last_checkpoint >= checkpoint_every:
+                        if time.monotonic() - last_checkpoint >= checkpoint_interval(len(_active)):
                             last_checkpoint = time.monotonic()
                             if not await _checkpoint(run.run_id, "".join(parts), stream.seq):
                                 raise asyncio.CancelledError
