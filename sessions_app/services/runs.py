@@ -71,6 +71,73 @@ def _in_db_thread(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
     return sync_to_async(call, thread_sensitive=True)
 
 
+class _Batcher:
+    """Runs `fn` in the ORM thread on everything submitted while its previous call ran: one
+    thread hop and one transaction for any number of runs, instead of one each. `fn` returns
+    each item's result or the exception that refused it; `then`, if given, is applied to each
+    result on the event loop, even when its submitter has gone."""
+
+    LIMIT = 500
+
+    def __init__(
+        self, fn: Callable[[list[Any]], list[Any]], then: Callable[[Any], Any] | None = None
+    ) -> None:
+        self.fn = fn
+        self.then = then
+        self.waiting: list[tuple[Any, asyncio.Future[Any]]] = []
+        self.worker: asyncio.Task[None] | None = None
+
+    async def submit(self, item: Any) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting.append((item, future))
+        if self.worker is None:
+            self.worker = asyncio.create_task(self.work(), context=contextvars.Context())
+        return await future
+
+    async def work(self) -> None:
+        try:
+            while self.waiting:
+                batch, self.waiting = self.waiting[: self.LIMIT], self.waiting[self.LIMIT :]
+                try:
+                    outcomes = await _in_db_thread(self.fn)([item for item, _ in batch])
+                except asyncio.CancelledError:
+                    for _, future in batch + self.waiting:
+                        future.cancel()
+                    self.waiting = []
+                    raise
+                except Exception as exc:
+                    outcomes = [exc] * len(batch)
+                for (_, future), outcome in zip(batch, outcomes, strict=True):
+                    if isinstance(outcome, Exception):
+                        if not future.done():
+                            future.set_exception(outcome)
+                        continue
+                    if self.then is not None:
+                        # A created run starts even when its asker has gone (a closed socket):
+                        # the question was stored, so its answer is owed.
+                        outcome = self.then(outcome)
+                    if not future.done():
+                        future.set_result(outcome)
+        finally:
+            self.worker = None
+
+
+_batchers: dict[tuple[int, str], _Batcher] = {}
+
+
+def _batcher(
+    fn: Callable[[list[Any]], list[Any]], then: Callable[[Any], Any] | None = None
+) -> _Batcher:
+    """One per event loop and function (tests run several loops in one process)."""
+    key = (id(asyncio.get_running_loop()), fn.__name__)
+    batcher = _batchers.get(key)
+    if batcher is None:
+        for stale in [k for k in _batchers if k[0] != key[0]]:
+            del _batchers[stale]
+        batcher = _batchers[key] = _Batcher(fn, then)
+    return batcher
+
+
 class RunConflict(Exception):
     """A run is already in progress in that session."""
 
@@ -157,7 +224,12 @@ async def start_run(
     text = validate_input(input)
     if session_state is not None and not isinstance(session_state, dict):
         raise InputError("session_state must be a JSON object.", 422)
-    return await _creator().submit(_Ask(user, text, agent_id, session_id, session_state))
+    # Runs asked for while others are being created are created together. One run alone costs
+    # about ten queries, most of their time spent by Django building SQL: a hundred users
+    # pressing Send in the same second would queue a thousand of them on the one thread all
+    # database work shares, and the last would wait seconds for its first token.
+    creator = _batcher(_create_runs, then=_launch)
+    return await creator.submit(_Ask(user, text, agent_id, session_id, session_state))
 
 
 def _launch(plan: _Plan) -> RunHandle:
@@ -191,68 +263,6 @@ class _Ask:
     agent_id: Any
     session_id: Any
     session_state: dict[str, Any] | None
-
-
-class _Creator:
-    """Creates runs in the ORM thread, all those asked for while the previous batch was written
-    together, in one transaction with bulk statements.
-
-    One run alone costs about ten queries, most of their time spent by Django building SQL; a
-    hundred users pressing Send in the same second would queue a thousand of them on the one
-    thread all database work shares, and the last would wait seconds for its first token.
-    """
-
-    LIMIT = 200  # runs per batch
-
-    def __init__(self) -> None:
-        self.waiting: list[tuple[_Ask, asyncio.Future[RunHandle]]] = []
-        self.worker: asyncio.Task[None] | None = None
-
-    async def submit(self, ask: _Ask) -> RunHandle:
-        future: asyncio.Future[RunHandle] = asyncio.get_running_loop().create_future()
-        self.waiting.append((ask, future))
-        if self.worker is None:
-            self.worker = asyncio.create_task(self.work(), context=contextvars.Context())
-        return await future
-
-    async def work(self) -> None:
-        try:
-            while self.waiting:
-                batch, self.waiting = self.waiting[: self.LIMIT], self.waiting[self.LIMIT :]
-                try:
-                    outcomes = await _in_db_thread(_create_runs)([ask for ask, _ in batch])
-                except asyncio.CancelledError:
-                    for _, future in batch + self.waiting:
-                        future.cancel()
-                    self.waiting = []
-                    raise
-                except Exception as exc:
-                    outcomes = [exc] * len(batch)
-                for (_, future), outcome in zip(batch, outcomes, strict=True):
-                    if isinstance(outcome, Exception):
-                        if not future.done():
-                            future.set_exception(outcome)
-                        continue
-                    # Started even when its asker has gone (a closed socket): the question
-                    # was stored, so its answer is owed.
-                    handle = _launch(outcome)
-                    if not future.done():
-                        future.set_result(handle)
-        finally:
-            self.worker = None
-
-
-_creators: dict[int, _Creator] = {}
-
-
-def _creator() -> _Creator:
-    """One per event loop (tests run several loops in one process)."""
-    loop_id = id(asyncio.get_running_loop())
-    creator = _creators.get(loop_id)
-    if creator is None:
-        _creators.clear()
-        creator = _creators[loop_id] = _Creator()
-    return creator
 
 
 def _create_runs(asks: list[_Ask]) -> list[_Plan | Exception]:
@@ -692,62 +702,6 @@ def _run_tools(
         )
         plan.next_order += 1
     return results, answer.pk
-
-
-class _Batcher:
-    """Runs `fn` in the ORM thread on everything submitted while its previous call ran: one
-    thread hop and one transaction for any number of runs, instead of one each."""
-
-    LIMIT = 500
-
-    def __init__(self, fn: Callable[[list[Any]], list[Any]]) -> None:
-        self.fn = fn
-        self.waiting: list[tuple[Any, asyncio.Future[Any]]] = []
-        self.worker: asyncio.Task[None] | None = None
-
-    async def submit(self, item: Any) -> Any:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.waiting.append((item, future))
-        if self.worker is None:
-            self.worker = asyncio.create_task(self.work(), context=contextvars.Context())
-        return await future
-
-    async def work(self) -> None:
-        try:
-            while self.waiting:
-                batch, self.waiting = self.waiting[: self.LIMIT], self.waiting[self.LIMIT :]
-                try:
-                    outcomes = await _in_db_thread(self.fn)([item for item, _ in batch])
-                except asyncio.CancelledError:
-                    for _, future in batch + self.waiting:
-                        future.cancel()
-                    self.waiting = []
-                    raise
-                except Exception as exc:
-                    outcomes = [exc] * len(batch)
-                for (_, future), outcome in zip(batch, outcomes, strict=True):
-                    if future.done():
-                        continue
-                    if isinstance(outcome, Exception):
-                        future.set_exception(outcome)
-                    else:
-                        future.set_result(outcome)
-        finally:
-            self.worker = None
-
-
-_batchers: dict[tuple[int, str], _Batcher] = {}
-
-
-def _batcher(fn: Callable[[list[Any]], list[Any]]) -> _Batcher:
-    """One per event loop and function (tests run several loops in one process)."""
-    key = (id(asyncio.get_running_loop()), fn.__name__)
-    batcher = _batchers.get(key)
-    if batcher is None:
-        for stale in [k for k in _batchers if k[0] != key[0]]:
-            del _batchers[stale]
-        batcher = _batchers[key] = _Batcher(fn)
-    return batcher
 
 
 async def _checkpoint(run_id: uuid.UUID, content: str, seq: int) -> bool:
