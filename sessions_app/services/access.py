@@ -49,17 +49,10 @@ def get_run_for_user(user: User, run_id: Any) -> Run:
         raise NotFound from exc
 
 
-def get_session_for_owner(user: User, session_id: Any) -> Session:
-    """A session to act in (run, regenerate): staff may see anyone's, only its owner speaks."""
-    session = get_session_for_user(user, session_id)
-    if session.user_id != user.pk:
-        raise PermissionDenied("Only the owner of a session can run in it.")
-    return session
-
-
 def get_sessions_for_owner(user: User, session_ids: list[Any]) -> list[Session | Exception]:
-    """`get_session_for_owner` for many sessions in one query: each a Session, or the
-    exception that gate would have raised for it."""
+    """Sessions to act in (run, regenerate), in one query: each a Session, or why not. Staff may
+    see anyone's session (PermissionDenied), only its owner speaks in it; for anyone else a
+    foreign id is NotFound, like a missing one."""
     wanted: list[uuid.UUID | Exception] = []
     for session_id in session_ids:
         try:

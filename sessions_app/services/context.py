@@ -115,14 +115,6 @@ def as_openai(message: Message) -> dict[str, Any]:
     return out
 
 
-def build_messages(
-    agent: Agent, session: Session, run_position: int, new_input: str, user: User
-) -> list[dict[str, Any]]:
-    return _assemble(
-        agent, session, new_input, user, history_messages(agent, session, run_position)
-    )
-
-
 def _assemble(
     agent: Agent, session: Session, new_input: str, user: User, history: list[Message]
 ) -> list[dict[str, Any]]:
@@ -150,8 +142,8 @@ class Turn:
 
 
 def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
-    """`build_messages` for runs in different sessions, started together: the history of every
-    session counting its last runs comes from two queries, not two per run."""
+    """What each new run sends the model, for runs started together (in different sessions):
+    the history of every session counting its last runs comes from two queries in all."""
     by_runs = [
         t
         for t in turns

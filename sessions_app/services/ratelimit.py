@@ -25,11 +25,6 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
-def check_run_rate(user: User) -> float | None:
-    """Seconds to wait before `user` may start another run, or None when they may now."""
-    return run_waits(user, 1)[0]
-
-
 def run_waits(user: User, count: int) -> list[float | None]:
     """For `count` runs `user` starts at once: each one's wait, None for those allowed now."""
     limit = settings.PARLEY_RUNS_PER_MINUTE
@@ -51,9 +46,3 @@ def run_waits(user: User, count: int) -> list[float | None]:
             # The oldest of the last `limit` runs leaving the window frees one slot.
             waits.append(max((stamps[limit - 1] + WINDOW - now).total_seconds(), 0.001))
     return waits
-
-
-def ensure_run_allowed(user: User) -> None:
-    wait = check_run_rate(user)
-    if wait is not None:
-        raise RateLimited(wait)

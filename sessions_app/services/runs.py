@@ -41,10 +41,9 @@ from sessions_app.services import accounting, liveness, memory, ratelimit, strea
 from sessions_app.services.access import (
     get_agent_for_user,
     get_run_for_user,
-    get_session_for_owner,
     get_sessions_for_owner,
 )
-from sessions_app.services.context import Turn, build_messages, build_messages_many
+from sessions_app.services.context import Turn, build_messages_many
 
 log = logging.getLogger("parley.runs")
 
@@ -266,31 +265,46 @@ class _Ask:
 
 
 def _create_runs(asks: list[_Ask]) -> list[_Plan | Exception]:
-    """Each ask's plan, or the exception that refused it."""
-    outcomes: list[_Plan | Exception] = []
-    if len(asks) > 1:
+    """Each ask's plan, or the exception that refused it: all together, or, when that meets an
+    active run (two sends into one session, or a run whose process died), one at a time."""
+    if len(asks) == 1:
+        outcomes = [_create_alone(asks[0])]
+    else:
         try:
             outcomes = _create_together(asks)
         except IntegrityError:
-            pass  # two sends into one session, or a stale run to reap: one at a time below
-    if not outcomes:
-        for ask in asks:
-            try:
-                plan = _create_run(
-                    ask.user, ask.text, ask.agent_id, ask.session_id, ask.session_state
-                )
-            except Exception as exc:
-                outcomes.append(exc)
-            else:
-                _launching.add(plan.run.run_id)  # a later ask may meet it: it is not stale
-                outcomes.append(plan)
+            outcomes = []
+            for ask in asks:
+                try:
+                    outcomes.append(_create_alone(ask))
+                except Exception as exc:
+                    outcomes.append(exc)
+                if isinstance(outcomes[-1], _Plan):
+                    # A later ask may meet this run: it is not stale, only not launched yet.
+                    _launching.add(outcomes[-1].run.run_id)
     _launching.update(o.run.run_id for o in outcomes if isinstance(o, _Plan))
     return outcomes
 
 
+def _create_alone(ask: _Ask) -> _Plan | Exception:
+    try:
+        return _create_together([ask])[0]
+    except IntegrityError:
+        pass
+    # The session has an active run: maybe one whose process died. Reap and try once more.
+    if ask.session_id is not None and liveness.reap_stale_runs(session_id=ask.session_id):
+        try:
+            return _create_together([ask])[0]
+        except IntegrityError:
+            pass
+    return RunConflict("A run is already in progress in this session.")
+
+
 def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
-    """`_create_run` for many asks with bulk statements; IntegrityError (and nothing written)
-    when any of them meets an active run."""
+    """Create the runs (and the sessions of asks without one, committed before the model is
+    called) with bulk statements, in one transaction: every ask checked by the rate limit and
+    the access gates, each session's history read for all in two queries. IntegrityError (and
+    nothing written) when any of them meets an active run."""
     outcomes: list[_Plan | Exception | None] = [None] * len(asks)
     by_user: dict[Any, list[int]] = {}
     for i, ask in enumerate(asks):
@@ -399,80 +413,6 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
             tools=tools.tool_specs(agents_of[i]),
         )
     return outcomes  # type: ignore[return-value]
-
-
-def _create_run(
-    user: User,
-    text: str,
-    agent_id: Any,
-    session_id: Any,
-    session_state: dict[str, Any] | None,
-) -> _Plan:
-    # Every way in (socket, API, admin) is counted here, against the Run table.
-    ratelimit.ensure_run_allowed(user)
-    try:
-        return _create_run_once(user, text, agent_id, session_id, session_state)
-    except IntegrityError:
-        # The session has an active run: maybe one whose process died. Reap and try once more.
-        if session_id is None or not liveness.reap_stale_runs(session_id=session_id):
-            raise RunConflict("A run is already in progress in this session.") from None
-    try:
-        return _create_run_once(user, text, agent_id, session_id, session_state)
-    except IntegrityError:
-        raise RunConflict("A run is already in progress in this session.") from None
-
-
-def _create_run_once(
-    user: User,
-    text: str,
-    agent_id: Any,
-    session_id: Any,
-    session_state: dict[str, Any] | None,
-) -> _Plan:
-    with transaction.atomic():
-        if session_id is None:
-            agent = get_agent_for_user(user, agent_id)
-            session = Session.objects.create(
-                user=user,
-                agent=agent,
-                session_name=default_session_name(text),
-                session_state={**agent.session_state, **(session_state or {})},
-            )
-        else:
-            session = get_session_for_owner(user, session_id)
-            agent = get_agent_for_user(user, agent_id) if agent_id else session.agent
-            if session_state:
-                session.session_state = {**session.session_state, **session_state}
-        last = 0 if session_id is None else session.runs.aggregate(last=Max("position"))["last"]
-        run = Run.objects.create(
-            session=session,
-            user=user,
-            agent=agent,
-            position=(last or 0) + 1,
-            status=RunStatus.RUNNING,
-            input=text,
-            model=agent.model or settings.LLM_MODEL,
-            model_provider=llm.provider_name(),
-            worker=liveness.WORKER_ID,
-            heartbeat_at=timezone.now(),
-        )
-        _, assistant = Message.objects.bulk_create(
-            [
-                Message(run=run, session=session, order=0, role=Role.USER, content=text),
-                Message(run=run, session=session, order=1, role=Role.ASSISTANT, content=""),
-            ]
-        )
-        if session_id is not None:
-            # Bumps updated_at so the session sorts first, and keeps any merged state.
-            session.save(update_fields=["session_state", "updated_at"])
-        messages = build_messages(agent, session, run.position, text, user)
-    return _Plan(
-        run=run,
-        session=session,
-        assistant_message_id=assistant.pk,
-        messages=messages,
-        tools=tools.tool_specs(agent),
-    )
 
 
 def coalesce_interval(streaming: int) -> float:
