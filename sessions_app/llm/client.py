@@ -148,24 +148,9 @@ def _error_detail(exc: openai.APIStatusError) -> str:
     return exc.message
 
 
-def _refused(exc: BaseException) -> bool:
-    """Whether the root of `exc` is a connection that failed, not a timeout (some transports
-    report a refused connection as a connect timeout)."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, TimeoutError):
-            return False
-        if isinstance(cause, ConnectionError):
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
 def _describe(exc: BaseException) -> LLMError:
     if isinstance(exc, LLMError):
         return exc
-    if _refused(exc):
-        return LLMError("The model endpoint could not be reached or closed the connection.")
     if isinstance(exc, (openai.APITimeoutError, *_TIMEOUT_ERRORS)):
         return LLMError(TIMEOUT_MESSAGE, status=504)
     if isinstance(exc, (openai.APIConnectionError, *_TRANSPORT_ERRORS)):
