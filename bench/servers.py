@@ -160,28 +160,24 @@ class Stack:
     # -- helpers run with the servers' settings -------------------------------------------
 
     def manage(self, *args: str) -> None:
-        result = subprocess.run(
-            [PYTHON, "manage.py", *args],
-            cwd=ROOT,
-            env=self.env("bench.naive.settings"),
-            capture_output=True,
-            timeout=HELPER_TIMEOUT,
-        )
-        if result.returncode:
-            raise BenchError(f"manage.py {' '.join(args)} failed:\n{result.stderr.decode()}")
+        self._python("manage.py", *args)
 
     def helper(self, *args: str) -> Any:
         """Run `python -m bench.dbtool ARGS` in the servers' environment; its last line is JSON."""
+        result = self._python("-m", "bench.dbtool", *args)
+        return json.loads(result.stdout.decode().strip().splitlines()[-1])
+
+    def _python(self, *args: str) -> subprocess.CompletedProcess[bytes]:
         result = subprocess.run(
-            [PYTHON, "-m", "bench.dbtool", *args],
+            [PYTHON, *args],
             cwd=ROOT,
             env=self.env("bench.naive.settings"),
             capture_output=True,
             timeout=HELPER_TIMEOUT,
         )
         if result.returncode:
-            raise BenchError(f"bench.dbtool {' '.join(args)} failed:\n{result.stderr.decode()}")
-        return json.loads(result.stdout.decode().strip().splitlines()[-1])
+            raise BenchError(f"{' '.join(args)} failed:\n{result.stderr.decode()}")
+        return result
 
     def close(self) -> None:
         if self._closed:
