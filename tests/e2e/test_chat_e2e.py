@@ -25,6 +25,9 @@ def agent(db) -> Agent:
 
 
 def send(page: Page, text: str) -> None:
+    # Send is enabled once the chat socket is open; until then Enter keeps the text and sends
+    # nothing, as a user would see. A fresh page may take a moment on a loaded machine.
+    expect(page.get_by_test_id("chat-send")).to_be_enabled()
     box = page.get_by_test_id("chat-input")
     box.fill(text)
     box.press("Enter")
@@ -70,6 +73,7 @@ def test_shift_enter_is_a_new_line_and_enter_sends(page: Page, login, alice: Use
     box.press("Shift+Enter")
     box.type("second line")
     expect(box).to_have_value("first line\nsecond line")
+    expect(page.get_by_test_id("chat-send")).to_be_enabled()
     box.press("Enter")
     expect(page.locator(ANSWER)).to_have_attribute("data-run-status", "completed")
     assert Run.objects.get(user=alice).input == "first line\nsecond line"
