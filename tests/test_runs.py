@@ -279,6 +279,20 @@ async def test_the_number_of_queries_does_not_grow_with_the_answer(
     assert long.total <= 13 and long.writes <= 7
 
 
+async def test_runs_one_after_another_reuse_one_upstream_connection(
+    alice, agent, upstream, settings
+):
+    # A stream read only up to `[DONE]` leaves its response unfinished, and a response closed
+    # unfinished takes its connection with it: each run would connect anew.
+    settings.PARLEY_GENERATE_TITLES = False
+    before = upstream.connections
+    first, _ = await run_to_end(alice, "one")
+    for text in ("two", "three", "four"):
+        run, _ = await run_to_end(alice, text, session_id=first.session_id)
+        assert run.status == RunStatus.COMPLETED
+    assert upstream.connections - before == 1
+
+
 async def test_runs_started_in_the_same_instant_are_created_together(alice, bob, agent, upstream):
     from tests.querycount import count_queries
 

@@ -203,6 +203,7 @@ class ScriptedUpstream:
         self._requests: list[dict] = []
         self._script: collections.deque[ReplySource] = collections.deque()
         self._active = self._peak = self._completed = self._disconnects = 0
+        self._connections = 0
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -312,6 +313,11 @@ class ScriptedUpstream:
         return self._completed
 
     @property
+    def connections(self) -> int:
+        """TCP connections accepted so far: a client that reuses its pool opens one."""
+        return self._connections
+
+    @property
     def disconnects(self) -> int:
         """Chat requests whose client went away before the answer was complete."""
         return self._disconnects
@@ -346,6 +352,8 @@ class ScriptedUpstream:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
+        with self._lock:
+            self._connections += 1
         try:
             while True:
                 try:

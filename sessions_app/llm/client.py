@@ -258,6 +258,11 @@ async def _sse_json(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
             continue
         payload, data = "\n".join(data), []
         if payload == "[DONE]":
+            # Read the body to its end (nothing but the chunked encoding's last chunk follows):
+            # a response closed before that closes its connection too, and the next request
+            # would open a new one instead of reusing it from the pool.
+            async for _ in lines:
+                pass
             return
         try:
             chunk = json.loads(payload)
