@@ -47,15 +47,16 @@ INSTALLED_APPS = [
     "sessions_app",
 ]
 
+# Django's own, with their hooks run on the event loop where they do no I/O (project.middleware).
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
+    "project.middleware.SecurityMiddleware",
     "project.middleware.StaticFilesMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "project.middleware.SessionMiddleware",
+    "project.middleware.CommonMiddleware",
+    "project.middleware.CsrfViewMiddleware",
+    "project.middleware.AuthenticationMiddleware",
+    "project.middleware.MessageMiddleware",
+    "project.middleware.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 

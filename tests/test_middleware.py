@@ -1,0 +1,85 @@
+"""Requests on Django's async path: middleware hooks run on the event loop unless they must save.
+
+Every hook sent through `sync_to_async` waits its turn on the one thread that all ORM work
+shares; these tests record which callables took that trip.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from asgiref.sync import SyncToAsync
+from django.test import AsyncClient
+
+from sessions_app.services.tokens import create_token
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def hops(monkeypatch) -> Iterator[list[object]]:
+    """Every callable handed to sync_to_async while the test runs."""
+    sent: list[object] = []
+    original = SyncToAsync.__init__
+
+    def record(self, func, *args, **kwargs):
+        sent.append(func)
+        original(self, func, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__init__", record)
+    yield sent
+
+
+def middleware_hooks(sent: list[object]) -> list[str]:
+    """The middleware hooks (process_request, process_view, process_response) among them."""
+    return [
+        f"{type(func.__self__).__name__}.{func.__name__}"
+        for func in sent
+        if hasattr(func, "__self__") and func.__name__.startswith("process_")
+    ]
+
+
+async def test_an_api_call_runs_no_middleware_hook_in_the_database_thread(alice, hops):
+    _, raw = await create_token_async(alice)
+    response = await AsyncClient().get("/api/sessions", headers={"Authorization": f"Bearer {raw}"})
+    assert response.status_code == 200
+    assert response.json()["meta"]["total_count"] == 0
+    # The stock middleware's headers are all there, set on the loop.
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert hops and middleware_hooks(hops) == []
+
+
+async def test_a_login_saves_its_session_through_the_database_thread(alice, hops):
+    client = AsyncClient()
+    page = await client.get("/accounts/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode())
+    assert token is not None
+    hops.clear()
+    response = await client.post(
+        "/accounts/login/",
+        {"username": "alice", "password": "alice-pass-123", "csrfmiddlewaretoken": token[1]},
+    )
+    assert response.status_code == 302
+    # Signing in changes the session: only its saving leaves the loop.
+    assert middleware_hooks(hops) == ["SessionMiddleware.process_response"]
+    home = await client.get("/")
+    assert home.status_code == 200
+    assert "alice" in home.content.decode()
+
+
+async def test_a_form_post_without_its_csrf_token_is_refused_on_the_loop(alice, hops):
+    client = AsyncClient(enforce_csrf_checks=True)
+    response = await client.post(
+        "/accounts/login/", {"username": "alice", "password": "alice-pass-123"}
+    )
+    assert response.status_code == 403
+    assert middleware_hooks(hops) == []
+
+
+async def create_token_async(user):
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(create_token)(user)
