@@ -150,6 +150,7 @@ async def test_a_second_run_in_a_busy_session_conflicts(alice, agent, upstream):
     handle = await runs.start_run(alice, "first")
     with pytest.raises(runs.RunConflict):
         await runs.start_run(alice, "second", session_id=handle.session_id)
+    assert len(upstream.requests) == 1  # the refused one never asked the model
     run = await handle.wait()
     assert run.status == RunStatus.COMPLETED
     assert await Run.objects.filter(session_id=handle.session_id).acount() == 1
@@ -369,6 +370,60 @@ async def test_two_sends_into_one_chat_in_the_same_instant_start_one_run(alice, 
         ("elsewhere", 1, RunStatus.COMPLETED),
     ]
     assert await Run.objects.filter(session_id=first.session_id).acount() == 2
+    assert [sent_dialogue(r)[-1][1] for r in upstream.requests] == ["hello", "one", "elsewhere"]
+    assert upstream.disconnects == 0
+
+
+async def test_the_model_is_asked_while_the_run_is_being_written(alice, agent, upstream):
+    from django.db.backends.utils import CursorWrapper
+
+    upstream.script(Reply("Early bird."))
+    original = CursorWrapper.execute
+    asked_first: list[bool] = []
+
+    def execute(self, sql, params=None):
+        if sql.startswith('INSERT INTO "sessions_app_run"'):
+            # Holds the database thread until the model has the request (or 5 s pass).
+            asked_first.append(upstream.wait_until(lambda: len(upstream.requests) == 1))
+        return original(self, sql, params)
+
+    CursorWrapper.execute = execute
+    try:
+        run, events = await run_to_end(alice, "Hello")
+    finally:
+        CursorWrapper.execute = original
+    assert asked_first == [True]
+    # Its answer was shown only once the run was stored: started, then the pieces.
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "RunStarted" and kinds[-1] == "RunCompleted"
+    assert "".join(e["content"] for e in events if e["event"] == "RunContent") == "Early bird."
+    assert run.status == RunStatus.COMPLETED and run.content == "Early bird."
+    assert upstream.disconnects == 0
+
+
+async def test_a_run_that_could_not_be_stored_closes_its_early_request(alice, agent, upstream):
+    from django.db import DatabaseError
+    from django.db.backends.utils import CursorWrapper
+
+    upstream.script(Reply("never shown", first_delay=0.5))
+    original = CursorWrapper.execute
+
+    def execute(self, sql, params=None):
+        if sql.startswith('INSERT INTO "sessions_app_message"'):
+            upstream.wait_until(lambda: len(upstream.requests) == 1)
+            raise DatabaseError("disk I/O error")
+        return original(self, sql, params)
+
+    CursorWrapper.execute = execute
+    try:
+        with pytest.raises(DatabaseError):
+            await runs.start_run(alice, "Hello")
+    finally:
+        CursorWrapper.execute = original
+    # Nothing was stored, and the model's request, already sent, was closed.
+    assert await Run.objects.acount() == 0 and await Session.objects.acount() == 0
+    assert await sync_to_async(upstream.wait_until)(lambda: upstream.disconnects == 1)
+    assert runs.active_run_ids() == []
 
 
 def test_pieces_grow_further_apart_as_a_process_streams_more_answers(settings):

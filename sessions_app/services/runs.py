@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Max
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from sessions_app.llm import client as llm
@@ -79,10 +79,14 @@ class _Batcher:
     LIMIT = 500
 
     def __init__(
-        self, fn: Callable[[list[Any]], list[Any]], then: Callable[[Any], Any] | None = None
+        self,
+        fn: Callable[[list[Any]], list[Any]],
+        then: Callable[[Any], Any] | None = None,
+        after: Callable[[], None] | None = None,
     ) -> None:
         self.fn = fn
         self.then = then
+        self.after = after  # on the event loop once each batch's outcomes are handed out
         self.waiting: list[tuple[Any, asyncio.Future[Any]]] = []
         self.worker: asyncio.Task[None] | None = None
 
@@ -106,17 +110,21 @@ class _Batcher:
                     raise
                 except Exception as exc:
                     outcomes = [exc] * len(batch)
-                for (_, future), outcome in zip(batch, outcomes, strict=True):
-                    if isinstance(outcome, Exception):
+                try:
+                    for (_, future), outcome in zip(batch, outcomes, strict=True):
+                        if isinstance(outcome, Exception):
+                            if not future.done():
+                                future.set_exception(outcome)
+                            continue
+                        if self.then is not None:
+                            # A created run starts even when its asker has gone (a closed
+                            # socket): the question was stored, so its answer is owed.
+                            outcome = self.then(outcome)
                         if not future.done():
-                            future.set_exception(outcome)
-                        continue
-                    if self.then is not None:
-                        # A created run starts even when its asker has gone (a closed socket):
-                        # the question was stored, so its answer is owed.
-                        outcome = self.then(outcome)
-                    if not future.done():
-                        future.set_result(outcome)
+                            future.set_result(outcome)
+                finally:
+                    if self.after is not None:
+                        self.after()
         finally:
             self.worker = None
 
@@ -125,7 +133,9 @@ _batchers: dict[tuple[int, str], _Batcher] = {}
 
 
 def _batcher(
-    fn: Callable[[list[Any]], list[Any]], then: Callable[[Any], Any] | None = None
+    fn: Callable[[list[Any]], list[Any]],
+    then: Callable[[Any], Any] | None = None,
+    after: Callable[[], None] | None = None,
 ) -> _Batcher:
     """One per event loop and function (tests run several loops in one process)."""
     key = (id(asyncio.get_running_loop()), fn.__name__)
@@ -133,7 +143,7 @@ def _batcher(
     if batcher is None:
         for stale in [k for k in _batchers if k[0] != key[0]]:
             del _batchers[stale]
-        batcher = _batchers[key] = _Batcher(fn, then)
+        batcher = _batchers[key] = _Batcher(fn, then, after)
     return batcher
 
 
@@ -227,8 +237,9 @@ async def start_run(
     # about ten queries, most of their time spent by Django building SQL: a hundred users
     # pressing Send in the same second would queue a thousand of them on the one thread all
     # database work shares, and the last would wait seconds for its first token.
-    creator = _batcher(_create_runs, then=_launch)
-    return await creator.submit(_Ask(user, text, agent_id, session_id, session_state))
+    creator = _batcher(_create_runs, then=_launch, after=_drop_unclaimed_requests)
+    ask = _Ask(user, text, agent_id, session_id, session_state, asyncio.get_running_loop())
+    return await creator.submit(ask)
 
 
 def _launch(plan: _Plan) -> RunHandle:
@@ -246,7 +257,9 @@ def _launch(plan: _Plan) -> RunHandle:
     # A fresh context: the task must not inherit the request's (whose thread executor ends with
     # the response), since the run outlives whoever started it.
     task = asyncio.create_task(
-        _generate(plan, stream), name=f"run-{run.run_id}", context=contextvars.Context()
+        _generate(plan, stream, _early_requests.pop(run.run_id, None)),
+        name=f"run-{run.run_id}",
+        context=contextvars.Context(),
     )
     handle = RunHandle(run.run_id, run.session_id, stream, task)
     _active[run.run_id] = _Active(handle)
@@ -262,6 +275,76 @@ class _Ask:
     agent_id: Any
     session_id: Any
     session_state: dict[str, Any] | None
+    loop: asyncio.AbstractEventLoop | None = None  # where to send the model request early
+
+
+class _EarlyRequest:
+    """A run's request to the model, sent while the run's rows are still being written.
+
+    The model's first piece is read ahead and held until the run starts (after the commit),
+    so the user never sees an answer to a question that was not stored; the rest of the
+    stream waits in the connection. Writing the rows (a few milliseconds of ORM work) and the
+    model's time to its first token overlap instead of adding up.
+    """
+
+    def __init__(self, model: str, messages: list[dict[str, Any]], offered: list[Any]) -> None:
+        self.started = time.perf_counter()
+        self.stream = llm.stream_chat(model, messages, offered or None)
+        self.first = asyncio.get_running_loop().create_task(
+            self._read_first(), context=contextvars.Context()
+        )
+        self.first.add_done_callback(_retrieve_exception)
+
+    async def _read_first(self) -> Any:
+        return await anext(self.stream)
+
+    async def items(self) -> AsyncIterator[Any]:
+        try:
+            try:
+                item = await self.first
+            except StopAsyncIteration:
+                return
+            yield item
+            async for item in self.stream:
+                yield item
+        finally:
+            await self.stream.aclose()
+
+    def cancel(self) -> None:
+        """Its run was not created: close the request."""
+        if not self.first.done():
+            self.first.cancel()  # raised inside the stream, which closes its response
+        else:
+            asyncio.get_running_loop().create_task(self.stream.aclose())
+
+
+def _retrieve_exception(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # seen by whoever awaits it; no "never retrieved" warning meanwhile
+
+
+# Requests sent for runs being created, until their runs start.
+_early_requests: dict[uuid.UUID, _EarlyRequest] = {}
+
+
+def _send_early(loop: asyncio.AbstractEventLoop, requests: list[tuple[Any, ...]]) -> None:
+    """From the database thread, mid-creation: send these runs' model requests now."""
+
+    def send() -> None:
+        for run_id, model, messages, offered in requests:
+            _early_requests[run_id] = _EarlyRequest(model, messages, offered)
+
+    try:
+        loop.call_soon_threadsafe(send)
+    except RuntimeError:  # the loop is closing: the runs will not start either
+        pass
+
+
+def _drop_unclaimed_requests() -> None:
+    """After a creation batch: requests whose runs were not created (a conflict, a refusal,
+    an error) are closed."""
+    while _early_requests:
+        _early_requests.popitem()[1].cancel()
 
 
 def _create_runs(asks: list[_Ask]) -> list[_Plan | Exception]:
@@ -360,14 +443,18 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
                 fresh.append(sessions[i])
             elif ask.session_state:
                 sessions[i].session_state = {**sessions[i].session_state, **ask.session_state}
-        Session.objects.bulk_create(fresh)
         old = [sessions[i].pk for i in live if asks[i].session_id is not None]
-        last = dict(
+        last, busy = {}, set()
+        in_progress = Count("pk", filter=Q(status__in=ACTIVE_STATUSES))
+        for session_id, position, active in (
             Run.objects.filter(session_id__in=old)
             .values("session_id")
-            .annotate(last=Max("position"))
-            .values_list("session_id", "last")
-        )
+            .annotate(last=Max("position"), active=in_progress)
+            .values_list("session_id", "last", "active")
+        ):
+            last[session_id] = position
+            if active:
+                busy.add(session_id)
         now = timezone.now()
         runs = [
             Run(
@@ -384,6 +471,27 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
             )
             for i in live
         ]
+        # Everything the model is sent is known before anything is written: the requests go
+        # out now, and the rows are written while the model prepares its first token.
+        turns = [
+            Turn(agents_of[i], sessions[i], run.position, run.input, asks[i].user)
+            for i, run in zip(live, runs, strict=True)
+        ]
+        built = build_messages_many(turns)
+        offered = [tools.tool_specs(agents_of[i]) for i in live]
+        # Unless this transaction is bound to fail: a session with a run in progress, or asked
+        # for twice at once (one of them answers RunConflict, and the model is not asked).
+        targets = [sessions[i].pk for i in live]
+        doomed = bool(busy) or len(set(targets)) < len(targets)
+        if live and asks[live[0]].loop is not None and not doomed:
+            _send_early(
+                asks[live[0]].loop,
+                [
+                    (run.run_id, run.model, sent, tool_specs)
+                    for run, sent, tool_specs in zip(runs, built, offered, strict=True)
+                ],
+            )
+        Session.objects.bulk_create(fresh)
         Run.objects.bulk_create(runs)
         messages = []
         for run in runs:
@@ -399,18 +507,13 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
         Session.objects.filter(
             pk__in=[sessions[i].pk for i in live if asks[i].session_id and i not in merged]
         ).update(updated_at=now)
-        turns = [
-            Turn(agents_of[i], sessions[i], run.position, run.input, asks[i].user)
-            for i, run in zip(live, runs, strict=True)
-        ]
-        built = build_messages_many(turns)
     for n, (i, run) in enumerate(zip(live, runs, strict=True)):
         outcomes[i] = _Plan(
             run=run,
             session=sessions[i],
             assistant_message_id=messages[2 * n + 1].pk,
             messages=built[n],
-            tools=tools.tool_specs(agents_of[i]),
+            tools=offered[n],
         )
     return outcomes  # type: ignore[return-value]
 
@@ -484,14 +587,16 @@ MAX_TOOL_ROUNDS = 5
 YIELD_EVERY = 0.020
 
 
-async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
+async def _generate(
+    plan: _Plan, stream: streams.RunStream, early: _EarlyRequest | None = None
+) -> None:
     run = plan.run
     coalescer = _Coalescer(stream)
     parts: list[str] = []  # everything the user saw streamed, across tool rounds
     calls: list[_Call] = []
     messages = list(plan.messages)
     status, error = RunStatus.COMPLETED, ""
-    started = time.perf_counter()
+    started = early.started if early is not None else time.perf_counter()
     first_token: float | None = None
     last_checkpoint = time.monotonic()
     last_yield = 0.0  # the first delta yields at once, so its piece goes out before the next
@@ -505,8 +610,12 @@ async def _generate(plan: _Plan, stream: streams.RunStream) -> None:
             offered = plan.tools if round_number < MAX_TOOL_ROUNDS else []
             call_started = time.perf_counter()
             call_first: float | None = None
+            if round_number == 0 and early is not None:
+                source, call_started = early.items(), early.started
+            else:
+                source = llm.stream_chat(run.model, messages, offered or None)
             try:
-                async for item in llm.stream_chat(run.model, messages, offered or None):
+                async for item in source:
                     if isinstance(item, llm.Delta):
                         now = time.perf_counter()
                         if first_token is None:
