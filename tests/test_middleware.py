@@ -83,3 +83,12 @@ async def create_token_async(user):
     from asgiref.sync import sync_to_async
 
     return await sync_to_async(create_token)(user)
+
+
+def test_the_asgi_application_shortens_the_interpreters_switch_interval(settings):
+    import sys
+
+    import project.asgi  # noqa: F401  (sets it when loaded, as daphne loads it)
+
+    assert sys.getswitchinterval() == pytest.approx(settings.PARLEY_SWITCH_INTERVAL)
+    assert settings.PARLEY_SWITCH_INTERVAL < 0.005
