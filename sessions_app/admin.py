@@ -1,11 +1,30 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin import helpers
 from django.contrib.auth.admin import UserAdmin
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
 
 from sessions_app.models import Agent, ApiToken, LLMCall, Message, Run, Session, User
 
 admin.site.register(User, UserAdmin)
+
+
+class ListAdmin(admin.ModelAdmin):
+    """For the large tables: each row's action checkbox is the same HTML as Django's, written
+    directly. Django renders it as a form widget, through the form template engine, once per
+    row: a third of a changelist page's time."""
+
+    @admin.display(description=mark_safe('<input type="checkbox" id="action-toggle">'))
+    def action_checkbox(self, obj: object) -> SafeString:
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            str(obj.pk),  # type: ignore[attr-defined]
+            format_html(_("Select this object for an action - {}"), obj),
+        )
 
 
 @admin.register(Agent)
@@ -23,7 +42,7 @@ class RunInline(admin.TabularInline):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(ListAdmin):
     list_display = ["session_id", "session_name", "user", "agent", "updated_at"]
     list_select_related = ["user", "agent"]
     list_filter = ["agent"]
@@ -43,7 +62,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ListAdmin):
     list_display = ["run_id", "session", "user", "status", "model", "total_tokens", "created_at"]
     list_select_related = ["session", "user"]
     list_filter = ["status", "model"]
@@ -51,7 +70,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(LLMCall)
-class LLMCallAdmin(admin.ModelAdmin):
+class LLMCallAdmin(ListAdmin):
     list_display = ["created_at", "kind", "model", "user", "total_tokens", "duration", "ok"]
     list_select_related = ["user"]
     list_filter = ["kind", "model", "ok"]
