@@ -294,6 +294,31 @@ async def test_runs_one_after_another_reuse_one_upstream_connection(
     assert upstream.connections - before == 1
 
 
+async def test_many_streams_at_once_fill_pools_of_bounded_size_and_keep_their_connections(
+    upstream,
+):
+    from sessions_app.llm import client as llm
+
+    async def answer() -> str:
+        return "".join(
+            [
+                i.content
+                async for i in llm.stream_chat("scripted", [{"role": "user", "content": "hi"}])
+                if isinstance(i, llm.Delta)
+            ]
+        )
+
+    wanted = llm.POOL_SIZE + 8
+    before = upstream.connections
+    for _ in range(2):
+        upstream.script(*[Reply("at once", first_delay=0.3)] * wanted)
+        assert await asyncio.gather(*[answer() for _ in range(wanted)]) == ["at once"] * wanted
+    # Two clients' pools: a full one and the rest; the second burst reused every connection.
+    pools = llm._endpoint.pools[id(asyncio.get_running_loop())]
+    assert [p.busy for p in pools] == [0, 0]
+    assert upstream.connections - before == wanted
+
+
 async def test_runs_started_in_the_same_instant_are_created_together(alice, bob, agent, upstream):
     from tests.querycount import count_queries
 

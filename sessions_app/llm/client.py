@@ -7,9 +7,11 @@ upstream and exercise the same code path as production.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -77,11 +79,26 @@ class StreamEnd:
 
 
 @dataclass
+class _Pool:
+    """One model client (with its own connection pool) and the requests it has open."""
+
+    client: openai.AsyncOpenAI
+    busy: int = 0
+
+
+@dataclass
 class _Endpoint:
     base_url: str
     api_key: str
-    clients: dict[int, openai.AsyncOpenAI] = field(default_factory=dict)
+    pools: dict[int, list[_Pool]] = field(default_factory=dict)
 
+
+# httpcore's pool looks over every connection it holds, and probes each idle one's socket,
+# whenever a request starts or ends: with hundreds of streams in one pool that work grows with
+# the square of their number, and a burst of new runs spent most of its CPU there. So requests
+# fill one client's pool up to this many at a time, then the next; a quiet server uses only
+# the first and keeps reusing its connections.
+POOL_SIZE = 32
 
 _endpoint: _Endpoint | None = None
 
@@ -106,37 +123,64 @@ def provider_name(url: str | None = None) -> str:
     return "openai-compatible"
 
 
-def get_client() -> openai.AsyncOpenAI:
-    """One client per event loop: httpx's pool belongs to the loop that opened it."""
+_tls: ssl.SSLContext | None = None
+
+
+def _tls_context() -> ssl.SSLContext:
+    """The HTTP library's default TLS context, made once: making it (the CA bundle loaded) takes
+    tens of milliseconds, on the event loop, for every new client."""
+    global _tls
+    if _tls is None:
+        _tls = _HTTP_MODULES[-1].create_ssl_context()
+    return _tls
+
+
+def _new_client(url: str, key: str) -> openai.AsyncOpenAI:
+    timeout = openai.Timeout(
+        settings.LLM_READ_TIMEOUT,
+        connect=settings.LLM_CONNECT_TIMEOUT,
+        read=settings.LLM_READ_TIMEOUT,
+        write=settings.LLM_CONNECT_TIMEOUT,
+        pool=settings.LLM_CONNECT_TIMEOUT,
+    )
+    # max_retries=0: a retried stream would repeat tokens the user already saw. The default
+    # transport, not aiohttp's: that one reads for less CPU, but when the upstream's connection
+    # breaks it drops the chunks already received and not yet read.
+    http_client = openai.DefaultAsyncHttpxClient(verify=_tls_context())
+    return openai.AsyncOpenAI(
+        base_url=url, api_key=key, max_retries=0, timeout=timeout, http_client=http_client
+    )
+
+
+@contextlib.contextmanager
+def client_for_request() -> Iterator[openai.AsyncOpenAI]:
+    """A model client for one request: the first with room in its pool (see POOL_SIZE).
+    Clients belong to their event loop, since httpx's pools do."""
     global _endpoint
     url, key = base_url(), settings.LLM_API_KEY or "not-needed"
     if _endpoint is None or (_endpoint.base_url, _endpoint.api_key) != (url, key):
         _endpoint = _Endpoint(url, key)
     loop_id = id(asyncio.get_running_loop())
-    client = _endpoint.clients.get(loop_id)
-    if client is None:
-        timeout = openai.Timeout(
-            settings.LLM_READ_TIMEOUT,
-            connect=settings.LLM_CONNECT_TIMEOUT,
-            read=settings.LLM_READ_TIMEOUT,
-            write=settings.LLM_CONNECT_TIMEOUT,
-            pool=settings.LLM_CONNECT_TIMEOUT,
-        )
-        # max_retries=0: a retried stream would repeat tokens the user already saw. The default
-        # transport, not aiohttp's: that one reads for less CPU, but when the upstream's
-        # connection breaks it drops the chunks already received and not yet read.
-        client = openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=timeout)
-        _endpoint.clients = {loop_id: client}
-    return client
+    if loop_id not in _endpoint.pools:
+        _endpoint.pools = {loop_id: []}
+    pools = _endpoint.pools[loop_id]
+    pool = next((p for p in pools if p.busy < POOL_SIZE), None)
+    if pool is None:
+        pool = _Pool(_new_client(url, key))
+        pools.append(pool)
+    pool.busy += 1
+    try:
+        yield pool.client
+    finally:
+        pool.busy -= 1
 
 
 async def close_clients() -> None:
-    """Close this loop's model client (its connection pool belongs to the loop)."""
+    """Close this loop's model clients (their connection pools belong to the loop)."""
     if _endpoint is None:
         return
-    client = _endpoint.clients.pop(id(asyncio.get_running_loop()), None)
-    if client is not None:
-        await client.close()
+    for pool in _endpoint.pools.pop(id(asyncio.get_running_loop()), []):
+        await pool.client.close()
 
 
 def _error_detail(exc: openai.APIStatusError) -> str:
@@ -196,31 +240,32 @@ async def stream_chat(
     if tools:
         body["tools"] = tools
     try:
-        async with get_client().chat.completions.with_streaming_response.create(
-            model=model,
-            messages=[],
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body=body,
-        ) as response:
-            async for chunk in _sse_json(response.iter_lines()):
-                answered_model = chunk.get("model") or answered_model
-                if chunk.get("usage"):
-                    usage = _usage_from_dict(chunk["usage"])
-                for choice in chunk.get("choices") or ():
-                    if choice.get("finish_reason"):
-                        finish_reason = choice["finish_reason"]
-                    delta = choice.get("delta")
-                    if not delta:
-                        continue
-                    for call in delta.get("tool_calls") or ():
-                        _merge_tool_call(calls, call)
-                    content = delta.get("content")
-                    if content:
-                        if first is None:
-                            first = time.perf_counter() - started
-                        text.append(content)
-                        yield Delta(content)
+        with client_for_request() as client:
+            async with client.chat.completions.with_streaming_response.create(
+                model=model,
+                messages=[],
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body=body,
+            ) as response:
+                async for chunk in _sse_json(response.iter_lines()):
+                    answered_model = chunk.get("model") or answered_model
+                    if chunk.get("usage"):
+                        usage = _usage_from_dict(chunk["usage"])
+                    for choice in chunk.get("choices") or ():
+                        if choice.get("finish_reason"):
+                            finish_reason = choice["finish_reason"]
+                        delta = choice.get("delta")
+                        if not delta:
+                            continue
+                        for call in delta.get("tool_calls") or ():
+                            _merge_tool_call(calls, call)
+                        content = delta.get("content")
+                        if content:
+                            if first is None:
+                                first = time.perf_counter() - started
+                            text.append(content)
+                            yield Delta(content)
     except Exception as exc:  # CancelledError is not an Exception: cancelling closes the request
         raise _describe(exc) from exc
     if finish_reason is None:
@@ -285,7 +330,8 @@ def _stream_error(chunk: Any) -> str:
 async def complete(model: str, messages: list[dict[str, Any]]) -> tuple[str, Usage]:
     """A plain, non-streamed completion, for background jobs such as titles."""
     try:
-        answer = await get_client().chat.completions.create(model=model, messages=messages)
+        with client_for_request() as client:
+            answer = await client.chat.completions.create(model=model, messages=messages)
     except Exception as exc:
         raise _describe(exc) from exc
     content = answer.choices[0].message.content or "" if answer.choices else ""
@@ -400,7 +446,8 @@ def price(model: str, usage: Usage) -> Decimal | None:
 async def ping() -> bool:
     """True when the endpoint answers its model list; used by /healthz."""
     try:
-        await get_client().models.list(timeout=3.0)
+        with client_for_request() as client:
+            await client.models.list(timeout=3.0)
     except Exception:
         return False
     return True
