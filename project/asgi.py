@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -54,6 +55,21 @@ def _share_the_interpreter_finely() -> None:
 
 
 _share_the_interpreter_finely()
+
+
+def _collect_garbage_less_often() -> None:
+    """Python's cycle collector stops the whole process while it walks every object it tracks:
+    with Django, daphne and a few hundred live runs loaded, a full pass took about 190 ms on two
+    cores, several times a minute, and every stream stalled for it. What is loaded at start-up is
+    frozen out of those passes (it lives as long as the process), and passes come less often:
+    every 10 000 net new objects rather than 700, as servers commonly tune it."""
+    gc.freeze()
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, middle, oldest)
+
+
+GC_THRESHOLD = 10_000
+_collect_garbage_less_often()
 
 application = ProtocolTypeRouter(
     {

@@ -1,7 +1,7 @@
-"""Requests on Django's async path: middleware hooks run on the event loop unless they must save.
-
-Every hook sent through `sync_to_async` waits its turn on the one thread that all ORM work
-shares; these tests record which callables took that trip.
+"""The ASGI application as daphne runs it: requests on Django's async path, where middleware hooks
+run on the event loop unless they must save (every hook sent through `sync_to_async` waits its
+turn on the one thread that all ORM work shares; these tests record which callables took that
+trip), and the process-wide settings the application makes when it is loaded.
 """
 
 from __future__ import annotations
@@ -92,3 +92,12 @@ def test_the_asgi_application_shortens_the_interpreters_switch_interval(settings
 
     assert sys.getswitchinterval() == pytest.approx(settings.PARLEY_SWITCH_INTERVAL)
     assert settings.PARLEY_SWITCH_INTERVAL < 0.005
+
+
+def test_the_asgi_application_collects_garbage_less_often():
+    import gc
+
+    import project.asgi
+
+    assert gc.get_threshold()[0] == project.asgi.GC_THRESHOLD > 700
+    assert gc.get_freeze_count() > 0  # what start-up loaded is left out of collections
