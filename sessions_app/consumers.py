@@ -17,6 +17,7 @@ import json
 import logging
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import PermissionDenied
@@ -59,17 +60,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.inbox_task.cancel()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch, without its `aclose_old_connections()` before every handler: a
+        round trip through the one thread all ORM work queues on, so a frame waited behind
+        other runs' transactions before its handler ran. Every database call this consumer
+        makes goes through `database_sync_to_async` or the engine, which close stale
+        connections themselves."""
         if message.get("type") == "run.event":
             if message.get("origin") == liveness.WORKER_ID:
                 return  # streamed here: already delivered by the local listener
-            # Channels closes stale database connections before every handler, by a round trip
-            # through the one thread all ORM work queues on. A streamed piece touches no
-            # database; without this, every piece waits behind other runs' transactions.
             async with self.turn:
                 await self.run_event(message["event"])
             return
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
         async with self.turn:
-            await super().dispatch(message)
+            await handler(message)
 
     def deliver(self, event: dict[str, Any]) -> None:
         """The local listener: an event of a run streaming in this process, shown in order."""
