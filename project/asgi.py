@@ -43,6 +43,21 @@ def _send_small_writes_at_once() -> None:
 _send_small_writes_at_once()
 
 
+def _check_connections_after_requests_only() -> None:
+    """Django closes stale database connections when a request starts and again when it ends.
+    On ASGI each is a turn on the one thread all ORM work queues on, and the one at the start
+    comes before any code of the request's own: under load an API request waited there behind
+    other runs' transactions. The check at the end stays; it also re-arms the health check
+    (CONN_HEALTH_CHECKS) that the next request's first query runs."""
+    from django.core import signals
+    from django.db import close_old_connections
+
+    signals.request_started.disconnect(close_old_connections)
+
+
+_check_connections_after_requests_only()
+
+
 def _share_the_interpreter_finely() -> None:
     """The event loop and the thread all ORM work runs in share one interpreter lock. With
     Python's default 5 ms switch interval, whichever of them waits for the lock may wait that

@@ -101,3 +101,17 @@ def test_the_asgi_application_collects_garbage_less_often():
 
     assert gc.get_threshold()[0] == project.asgi.GC_THRESHOLD > 700
     assert gc.get_freeze_count() > 0  # what start-up loaded is left out of collections
+
+
+def test_stale_connections_are_closed_when_requests_end_not_when_they_start():
+    from django.core import signals
+    from django.db import close_old_connections
+
+    import project.asgi  # noqa: F401
+
+    def receivers(signal) -> list[object]:
+        sync, asynchronous = signal._live_receivers(None)
+        return [*sync, *asynchronous]
+
+    assert close_old_connections not in receivers(signals.request_started)
+    assert close_old_connections in receivers(signals.request_finished)
