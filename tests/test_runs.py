@@ -73,6 +73,32 @@ async def test_history_is_the_last_three_completed_runs(alice, agent, upstream):
     assert await Message.objects.filter(session_id=first.session_id).acount() == 12
 
 
+async def test_runs_started_together_each_see_as_much_history_as_their_agent_wants(
+    alice, agent, upstream
+):
+    brief = await Agent.objects.acreate(name="Brief", model="scripted", num_history_runs=1)
+    chats = {}
+    for who in (agent, brief):
+        first, _ = await run_to_end(alice, f"{who.name} 1", agent_id=who.pk)
+        for n in (2, 3):
+            await run_to_end(alice, f"{who.name} {n}", session_id=first.session_id)
+        chats[who.name] = first.session_id
+    upstream.reset()
+    handles = await asyncio.gather(
+        *(runs.start_run(alice, f"{name} 4", session_id=sid) for name, sid in chats.items())
+    )
+    for handle in handles:
+        await handle.wait()
+    sent = {
+        sent_dialogue(r)[-1][1]: [text for _, text in sent_dialogue(r)] for r in upstream.requests
+    }
+    assert sent["Assistant 4"] == [
+        "Assistant 1", "Echo: Assistant 1", "Assistant 2", "Echo: Assistant 2",
+        "Assistant 3", "Echo: Assistant 3", "Assistant 4",
+    ]  # fmt: skip
+    assert sent["Brief 4"] == ["Brief 3", "Echo: Brief 3", "Brief 4"]
+
+
 async def test_failed_runs_are_left_out_of_history(alice, agent, upstream):
     first, _ = await run_to_end(alice, "remember 7")
     upstream.script(Reply(status=500, error_message="boom"))

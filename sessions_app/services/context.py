@@ -143,7 +143,7 @@ class Turn:
 
 def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
     """What each new run sends the model, for runs started together (in different sessions):
-    the history of every session counting its last runs comes from two queries in all."""
+    the history of every session counting its last runs comes from one query in all."""
     by_runs = [
         t
         for t in turns
@@ -156,6 +156,8 @@ def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
     if by_runs:
         deepest = max(t.agent.num_history_runs for t in by_runs)
         wanted = {t.session.pk: t.agent.num_history_runs for t in by_runs}
+        # One query: the messages of each session's last `deepest` completed runs (a window
+        # function in a subquery); sessions whose agent sees fewer runs are cut below.
         ranked = (
             Run.objects.filter(session_id__in=wanted, status=RunStatus.COMPLETED)
             .annotate(
@@ -164,16 +166,24 @@ def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
                 )
             )
             .filter(rank__lte=deepest)
-            .values_list("pk", "session_id", "rank")
+            .values("pk")
         )
-        runs = [pk for pk, session_id, rank in ranked if rank <= wanted[session_id]]
-        rows = (
-            Message.objects.filter(run_id__in=runs)
+        rows = list(
+            Message.objects.filter(run_id__in=ranked)
             .exclude(role=Role.SYSTEM)
+            .annotate(run_position=F("run__position"))
             .order_by("session_id", "run__position", "order")
         )
+        positions: dict[Any, set[int]] = defaultdict(set)
         for message in rows:
-            histories[message.session_id].append(message)
+            positions[message.session_id].add(message.run_position)
+        kept = {
+            session_id: set(sorted(found)[-wanted[session_id] :])
+            for session_id, found in positions.items()
+        }
+        for message in rows:
+            if message.run_position in kept[message.session_id]:
+                histories[message.session_id].append(message)
     batched = {id(t) for t in by_runs}
     out = []
     for turn in turns:
