@@ -313,6 +313,8 @@ class _EarlyRequest:
 
     def cancel(self) -> None:
         """Its run was not created: close the request."""
+        if self.first.get_loop() is not asyncio.get_running_loop():
+            return  # left by a loop that has ended (tests run several), and its tasks with it
         if not self.first.done():
             self.first.cancel()  # raised inside the stream, which closes its response
         else:
