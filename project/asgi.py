@@ -48,11 +48,16 @@ def _check_connections_after_requests_only() -> None:
     On ASGI each is a turn on the one thread all ORM work queues on, and the one at the start
     comes before any code of the request's own: under load an API request waited there behind
     other runs' transactions. The check at the end stays; it also re-arms the health check
-    (CONN_HEALTH_CHECKS) that the next request's first query runs."""
+    (CONN_HEALTH_CHECKS) that the next request's first query runs. The other receiver there
+    empties the log of queries that only DEBUG keeps: without it, requests start with no turn
+    on that thread at all."""
+    from django.conf import settings
     from django.core import signals
-    from django.db import close_old_connections
+    from django.db import close_old_connections, reset_queries
 
     signals.request_started.disconnect(close_old_connections)
+    if not settings.DEBUG:
+        signals.request_started.disconnect(reset_queries)
 
 
 _check_connections_after_requests_only()
