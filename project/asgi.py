@@ -43,7 +43,7 @@ def _send_small_writes_at_once() -> None:
 _send_small_writes_at_once()
 
 
-def _check_connections_after_requests_only() -> None:
+def _start_requests_off_the_database_thread() -> None:
     """Django closes stale database connections when a request starts and again when it ends.
     On ASGI each is a turn on the one thread all ORM work queues on, and the one at the start
     comes before any code of the request's own: under load an API request waited there behind
@@ -60,7 +60,7 @@ def _check_connections_after_requests_only() -> None:
         signals.request_started.disconnect(reset_queries)
 
 
-_check_connections_after_requests_only()
+_start_requests_off_the_database_thread()
 
 
 def _share_the_interpreter_finely() -> None:
@@ -77,6 +77,9 @@ def _share_the_interpreter_finely() -> None:
 _share_the_interpreter_finely()
 
 
+GC_THRESHOLD = 10_000
+
+
 def _collect_garbage_less_often() -> None:
     """Python's cycle collector stops the whole process while it walks every object it tracks:
     with Django, daphne and a few hundred live runs loaded, a full pass took about 190 ms on two
@@ -88,7 +91,6 @@ def _collect_garbage_less_often() -> None:
     gc.set_threshold(GC_THRESHOLD, middle, oldest)
 
 
-GC_THRESHOLD = 10_000
 _collect_garbage_less_often()
 
 application = ProtocolTypeRouter(

@@ -158,9 +158,6 @@ LLM_PRICES = os.getenv("LLM_PRICES", "gpt-4o-mini=0.15:0.60;gpt-4o=2.50:10.00")
 
 # Streaming: first delta at once, then one coalesced piece per interval.
 PARLEY_COALESCE_INTERVAL = envfloat("PARLEY_COALESCE_INTERVAL", 0.05)
-# Seconds a thread may hold the interpreter lock while another waits for it (Python's default:
-# 0.005); set by the ASGI application at start-up.
-PARLEY_SWITCH_INTERVAL = envfloat("PARLEY_SWITCH_INTERVAL", 0.001)
 # Under load the interval stretches with the runs a process streams (one base interval per
 # PARLEY_COALESCE_RUNS runs), up to this: fewer, larger pieces, still a steady flow.
 PARLEY_COALESCE_MAX_INTERVAL = envfloat("PARLEY_COALESCE_MAX_INTERVAL", 0.15)
@@ -168,6 +165,9 @@ PARLEY_COALESCE_RUNS = envint("PARLEY_COALESCE_RUNS", 50)
 # Partial answers are saved at most this often while a run streams; under load the interval
 # stretches like the coalescing (one interval per PARLEY_COALESCE_RUNS streaming runs).
 PARLEY_CHECKPOINT_INTERVAL = envfloat("PARLEY_CHECKPOINT_INTERVAL", 1.0)
+# Seconds a thread may hold the interpreter lock while another waits for it (Python's default:
+# 0.005); set by the ASGI application at start-up.
+PARLEY_SWITCH_INTERVAL = envfloat("PARLEY_SWITCH_INTERVAL", 0.001)
 # Each process marks its runs alive this often; runs silent for STALE seconds are interrupted.
 PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)
 PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 60.0)

@@ -235,7 +235,7 @@ async def start_run(
     if session_state is not None and not isinstance(session_state, dict):
         raise InputError("session_state must be a JSON object.", 422)
     # Runs asked for while others are being created are created together. One run alone costs
-    # about ten queries, most of their time spent by Django building SQL: a hundred users
+    # about eight queries, most of their time spent by Django building SQL: a hundred users
     # pressing Send in the same second would queue a thousand of them on the one thread all
     # database work shares, and the last would wait seconds for its first token.
     creator = _batcher(_create_runs, then=_launch, after=_drop_unclaimed_requests)
@@ -387,10 +387,10 @@ def _create_alone(ask: _Ask) -> _Plan | Exception:
 
 
 def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
-    """Create the runs (and the sessions of asks without one, committed before the model is
-    called) with bulk statements, in one transaction: every ask checked by the rate limit and
-    the access gates, each session's history read for all in two queries. IntegrityError (and
-    nothing written) when any of them meets an active run."""
+    """Create the runs (and the sessions of asks without one) with bulk statements, in one
+    transaction: every ask checked by the rate limit and the access gates, each session's
+    history read for all in one query, the model asked before the rows are written (see
+    _EarlyRequest). IntegrityError (and nothing written) when any of them meets an active run."""
     outcomes: list[_Plan | Exception | None] = [None] * len(asks)
     by_user: dict[Any, list[int]] = {}
     for i, ask in enumerate(asks):
