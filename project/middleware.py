@@ -1,10 +1,9 @@
 """Middleware that keeps requests on the event loop.
 
-One sync-only middleware makes Django run every request through the single thread that also does
-all the ORM work, and every hook of Django's own middleware goes through it too. Under load, an
-API request waited for other runs' database work before any code of its own ran. WhiteNoise is
-served from an async-capable subclass; Django's middleware runs its hooks on the loop where they
-do no I/O (`OnTheLoop`).
+One sync-only middleware makes Django run every request through a thread, and every hook of
+Django's own middleware goes through one too: each a hand-over to another thread and back, and a
+wait for the interpreter lock on both sides. WhiteNoise is served from an async-capable subclass;
+Django's middleware runs its hooks on the loop where they do no I/O (`OnTheLoop`).
 """
 
 from __future__ import annotations
@@ -54,10 +53,10 @@ class OnTheLoop:
     """For Django's middleware whose hooks do no I/O: on the async path they run on the event
     loop, where Django's MiddlewareMixin would send each through `sync_to_async`.
 
-    Each of those is a round trip through the one thread that all ORM work shares: about a dozen
-    per request with the stock middleware, half of them before the view runs and the other half
-    before a streamed response sends its first byte, each waiting its turn behind whatever
-    database work (other runs' writes) is queued there. Django refuses database access on the
+    Each of those is a round trip to the request's thread: about a dozen per request with the
+    stock middleware, half of them before the view runs and the other half before a streamed
+    response sends its first byte, each waiting for the interpreter lock while the loop streams
+    other answers. Django refuses database access on the
     event loop (SynchronousOnlyOperation), so a hook that did touch the database would fail
     loudly, not block; the hooks that may save something say so in `response_needs_thread`.
     """

@@ -79,9 +79,10 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.getenv("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'var' / 'parley.sqlite3'}"
-# All of a process's database work runs on one thread (Django's async ORM and Channels both
-# use it), so a kept connection is one per process; without it every request's signals
-# close it and the next query connects again. A broken one is replaced before it is used.
+# Database work runs on a few long-lived threads (the engine's and the sockets' on one, Django's
+# async ORM and Channels both use it; requests' on PARLEY_REQUEST_THREADS more), each keeping
+# its connection; without that every request's signals close it and the next query connects
+# again. A broken one is replaced before it is used.
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
@@ -168,6 +169,8 @@ PARLEY_CHECKPOINT_INTERVAL = envfloat("PARLEY_CHECKPOINT_INTERVAL", 1.0)
 # Seconds a thread may hold the interpreter lock while another waits for it (Python's default:
 # 0.005); set by the ASGI application at start-up.
 PARLEY_SWITCH_INTERVAL = envfloat("PARLEY_SWITCH_INTERVAL", 0.001)
+# Threads (each with its own database connection) that run requests' synchronous code.
+PARLEY_REQUEST_THREADS = envint("PARLEY_REQUEST_THREADS", 8)
 # Each process marks its runs alive this often; runs silent for STALE seconds are interrupted.
 PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)
 PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 60.0)

@@ -70,15 +70,21 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def _close_worker_thread_connections() -> Iterator[None]:
-    """The async ORM's worker thread keeps its own connection; close it so teardown can drop
-    the test database."""
+    """The async ORM's worker thread and the request threads keep their own connections; close
+    them so teardown can drop the test database."""
     yield
     from asgiref.sync import SyncToAsync
     from django.db import connections
 
-    future = SyncToAsync.single_thread_executor.submit(connections.close_all)
+    from project.asgi import request_threads
+
+    futures = [
+        SyncToAsync.single_thread_executor.submit(connections.close_all),
+        *request_threads.submit_to_each(connections.close_all),
+    ]
     try:
-        future.result(timeout=15)
+        for future in futures:
+            future.result(timeout=15)
     except TimeoutError:
         import faulthandler
         import sys

@@ -1,7 +1,8 @@
 """The ASGI application as daphne runs it: requests on Django's async path, where middleware hooks
-run on the event loop unless they must save (every hook sent through `sync_to_async` waits its
-turn on the one thread that all ORM work shares; these tests record which callables took that
-trip), and the process-wide settings the application makes when it is loaded.
+run on the event loop unless they must save (every hook sent through `sync_to_async` waits for
+a thread and the interpreter lock; these tests record which callables took that trip), the
+threads that run requests' synchronous code, and the process-wide settings the application
+makes when it is loaded.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def middleware_hooks(sent: list[object]) -> list[str]:
     ]
 
 
-async def test_an_api_call_runs_no_middleware_hook_in_the_database_thread(alice, hops):
+async def test_an_api_call_runs_no_middleware_hook_in_a_thread(alice, hops):
     _, raw = await create_token_async(alice)
     response = await AsyncClient().get("/api/sessions", headers={"Authorization": f"Bearer {raw}"})
     assert response.status_code == 200
@@ -52,7 +53,7 @@ async def test_an_api_call_runs_no_middleware_hook_in_the_database_thread(alice,
     assert hops and middleware_hooks(hops) == []
 
 
-async def test_a_login_saves_its_session_through_the_database_thread(alice, hops):
+async def test_a_login_saves_its_session_in_a_thread(alice, hops):
     client = AsyncClient()
     page = await client.get("/accounts/login/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode())
@@ -83,6 +84,44 @@ async def create_token_async(user):
     from asgiref.sync import sync_to_async
 
     return await sync_to_async(create_token)(user)
+
+
+async def test_requests_share_long_lived_threads_that_keep_their_database_connection(alice):
+    import threading
+
+    from django.core.signals import request_finished
+    from django.db.backends.signals import connection_created
+
+    from project.asgi import request_threads
+    from tests.asgiclient import ASGIClient
+
+    _, raw = await create_token_async(alice)
+    client = ASGIClient({"authorization": f"Bearer {raw}"})
+    connected: list[str] = []  # the thread of each new database connection
+    finished: list[str] = []  # the thread each request ended in
+
+    def on_connect(sender, connection, **kwargs):
+        connected.append(threading.current_thread().name)
+
+    def on_finish(sender, **kwargs):
+        finished.append(threading.current_thread().name)
+
+    connection_created.connect(on_connect)
+    request_finished.connect(on_finish)
+    try:
+        for _ in range(5):
+            response = await client.get("/api/sessions")
+            assert response.status_code == 200
+            assert response.json()["meta"]["total_count"] == 0
+    finally:
+        connection_created.disconnect(on_connect)
+        request_finished.disconnect(on_finish)
+    # One after another, the requests ran in the same request thread (the least busy: all were
+    # idle), and only the first of them had to connect to the database.
+    assert len(finished) == 5 and len(set(finished)) == 1
+    assert finished[0].startswith("parley-request-")
+    assert connected == finished[:1]
+    assert request_threads.busy == [0] * len(request_threads.executors)
 
 
 def test_the_asgi_application_shortens_the_interpreters_switch_interval(settings):
