@@ -284,6 +284,27 @@ async def test_a_summary_is_shown_in_the_system_message(alice, agent, upstream):
     assert "<summary_of_previous_interactions>\nThe user likes hiking.\n" in system
 
 
+async def test_naming_the_sessions_own_agent_costs_no_query_and_another_agent_is_used(
+    alice, agent, upstream
+):
+    from tests.querycount import count_queries
+
+    other = await Agent.objects.acreate(name="Other", model="other-model")
+    first, _ = await run_to_end(alice, "one")
+    with count_queries() as unnamed:
+        await run_to_end(alice, "two", session_id=first.session_id)
+    with count_queries() as named:
+        same, _ = await run_to_end(alice, "three", session_id=first.session_id, agent_id=agent.pk)
+    assert same.agent_id == agent.pk
+    # Clients often repeat the session's agent: it was loaded with the session already.
+    assert named.total == unnamed.total
+    switched, _ = await run_to_end(alice, "four", session_id=first.session_id, agent_id=other.pk)
+    assert switched.agent_id == other.pk and switched.model == "other-model"
+    assert upstream.requests[-1]["model"] == "other-model"
+    with pytest.raises(NotFound):
+        await runs.start_run(alice, "five", session_id=first.session_id, agent_id="not-an-id")
+
+
 async def test_the_number_of_queries_does_not_grow_with_the_answer(
     alice, agent, upstream, settings
 ):

@@ -429,7 +429,10 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
                 continue
             try:
                 session = sessions[i]
-                agents_of[i] = session.agent if session and not ask.agent_id else agent_for(ask)
+                if session and (not ask.agent_id or _names(ask.agent_id, session.agent)):
+                    agents_of[i] = session.agent  # loaded with the session: no query
+                else:
+                    agents_of[i] = agent_for(ask)
             except Exception as exc:
                 outcomes[i] = exc
         live = [i for i in range(len(asks)) if outcomes[i] is None]
@@ -519,6 +522,14 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
             tools=offered[n],
         )
     return outcomes  # type: ignore[return-value]
+
+
+def _names(agent_id: Any, agent: Agent) -> bool:
+    """Whether an ask's agent_id is this agent's (clients repeat the session's own)."""
+    try:
+        return uuid.UUID(str(agent_id)) == agent.pk
+    except ValueError:
+        return False
 
 
 def coalesce_interval(streaming: int) -> float:
