@@ -2,6 +2,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+# llama.cpp (the embedded model) is compiled for AVX2 rather than for the exact CPU: on CPUs with
+# AMX, the -march=native build uses AMX tiles, which fault where the kernel doesn't grant them to
+# the process (virtual machines, sandboxes). Set CMAKE_ARGS to build it differently.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
 .PHONY: run test lint bench
 
