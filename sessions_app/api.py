@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Status
 
 from sessions_app import sse
+from sessions_app.api_auth import RUN_AUTH
 from sessions_app.llm.client import status_for_error
 from sessions_app.models import Run, RunStatus, User
 from sessions_app.pagination import paginate
@@ -45,6 +46,7 @@ from sessions_app.services import agents as agent_service
 from sessions_app.services import feedback, metrics, runs
 from sessions_app.services import sessions as session_service
 from sessions_app.services.access import get_agent_for_user, get_run_for_user, get_session_for_user
+from sessions_app.services.tokens import TokenClaim
 
 # What any authenticated call may answer besides success; writes add 400 (a body that is not
 # JSON) and 403 (CSRF, staff only).
@@ -164,7 +166,7 @@ def list_session_messages(
 # -- runs ------------------------------------------------------------------------------------
 
 
-async def _start_detached(user: User, payload: RunIn) -> runs.RunHandle:
+async def _start_detached(user: User | TokenClaim, payload: RunIn) -> runs.RunHandle:
     """start_run, in a task with a fresh context that the engine's task then inherits.
 
     Behind a sync-only middleware, the request's context would hold the executor of the
@@ -206,12 +208,12 @@ SSE_DOC = {
 }
 
 
-@runs_router.post("", response={200: RunOut, **RUN_ERRORS}, openapi_extra=SSE_DOC)
+@runs_router.post("", response={200: RunOut, **RUN_ERRORS}, openapi_extra=SSE_DOC, auth=RUN_AUTH)
 async def create_run(request: HttpRequest, payload: RunIn) -> Any:
     """Run the agent: Agno's `agent.run(input, session_id=...)`. Without `session_id` a new
     session is created. A client that disconnects does not stop the run; cancel does."""
-    user = _user(request)
-    handle = await _start_detached(user, payload)
+    # A signed-in user, or a bearer token checked as the run is created (RUN_AUTH).
+    handle = await _start_detached(request.auth, payload)  # type: ignore[attr-defined]
     if payload.stream:
         return sse.event_stream(handle)
     finished = await handle.wait()

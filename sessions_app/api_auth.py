@@ -10,15 +10,27 @@ from ninja.errors import HttpError
 from ninja.security import APIKeyCookie, HttpBearer
 from ninja.utils import check_csrf
 
-from sessions_app.models import User
-from sessions_app.services.tokens import user_for_token
+from sessions_app.services.tokens import PREFIX, TokenClaim, user_for_token
 
 
 class BearerToken(HttpBearer):
-    """`Authorization: Bearer prl_…`; no CSRF: a browser never sends this header by itself."""
+    """`Authorization: Bearer prl_…`; no CSRF: a browser never sends this header by itself.
 
-    def authenticate(self, request: HttpRequest, token: str) -> User | None:
-        return user_for_token(token)
+    With `claim=True` (starting a run) the token is taken as a claim, on the event loop, and
+    checked where the run is created, in the same turn on the database thread: a lookup of its
+    own would be one more hand-over to a thread and back before the first token. A refused claim
+    answers 401 there, with the same body as here.
+    """
+
+    def __init__(self, *, claim: bool = False) -> None:
+        super().__init__()
+        self.claim = claim
+        self.is_async = claim  # ninja sends a sync authenticator to a thread
+
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        if not self.claim:
+            return user_for_token(token)
+        return _taken(TokenClaim(token)) if token.startswith(PREFIX) else None
 
 
 class SessionCookie(APIKeyCookie):
@@ -43,4 +55,10 @@ class SessionCookie(APIKeyCookie):
         return request.user if key is not None else None
 
 
+async def _taken(claim: TokenClaim) -> TokenClaim:
+    return claim
+
+
 AUTH = [BearerToken(), SessionCookie()]
+# Starting a run: the same schemes, the token checked as the run is created.
+RUN_AUTH = [BearerToken(claim=True), SessionCookie()]

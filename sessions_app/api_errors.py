@@ -16,6 +16,7 @@ from sessions_app.services.access import NotFound
 from sessions_app.services.ratelimit import RateLimited
 from sessions_app.services.runs import InputError, RunConflict
 from sessions_app.services.sessions import SessionBusy
+from sessions_app.services.tokens import Unauthorized
 
 NOT_FOUND = "Not found."
 
@@ -48,6 +49,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
         return api.on_exception(request, RuntimeError(f"Response failed validation: {exc}"))
 
     api.add_exception_handler(AuthenticationError, unauthenticated)
+    api.add_exception_handler(Unauthorized, unauthenticated)  # a token claim, refused late
     api.add_exception_handler(NotFound, detail(404, lambda exc: NOT_FOUND))
     api.add_exception_handler(Http404, detail(404, lambda exc: NOT_FOUND))
     api.add_exception_handler(PermissionDenied, detail(403, lambda e: str(e) or "Forbidden."))

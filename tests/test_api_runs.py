@@ -381,6 +381,77 @@ async def test_anonymous_callers_cannot_touch_runs(agent, upstream, method, path
     assert upstream.requests == []
 
 
+async def test_a_token_that_no_longer_holds_starts_no_run_and_answers_401(
+    alice, bob, agent, upstream
+):
+    from sessions_app.models import ApiToken
+    from sessions_app.services.tokens import create_token
+
+    _, revoked = await sync_to_async(create_token)(alice, "revoked")
+    await ApiToken.objects.filter(user=alice).adelete()
+    _, inactive = await sync_to_async(create_token)(bob, "inactive")
+    bob.is_active = False
+    await bob.asave(update_fields=["is_active"])
+    for raw in (revoked, inactive, "prl_" + "x" * 43):
+        client = ASGIClient({"authorization": f"Bearer {raw}"})
+        for body in ({"input": "hi"}, {"input": "hi", "stream": True}):
+            response = await client.post("/api/runs", body)
+            assert response.status_code == 401, raw
+            assert response.json() == {
+                "detail": "Authentication required: a Bearer token or a session."
+            }
+    assert await Run.objects.acount() == 0 and await Session.objects.acount() == 0
+    assert upstream.requests == []
+
+
+async def test_runs_started_together_have_each_token_checked_on_its_own(
+    alice, bob, agent, upstream
+):
+    from sessions_app.models import ApiToken
+    from sessions_app.services.tokens import create_token
+
+    clients = {}
+    for user in (alice, bob):
+        _, raw = await sync_to_async(create_token)(user, "burst")
+        clients[user.username] = ASGIClient({"authorization": f"Bearer {raw}"})
+    _, gone = await sync_to_async(create_token)(alice, "gone")
+    await ApiToken.objects.filter(name="gone").adelete()
+    clients["gone"] = ASGIClient({"authorization": f"Bearer {gone}"})
+    upstream.script(*[Reply("together", first_delay=0.2)] * 2)
+    answers = await asyncio.gather(
+        *(client.post("/api/runs", {"input": f"from {who}"}) for who, client in clients.items())
+    )
+    assert [a.status_code for a in answers] == [200, 200, 401]
+    assert [a.json()["user_id"] for a in answers[:2]] == ["alice", "bob"]
+    assert [a.json()["content"] for a in answers[:2]] == ["together"] * 2
+    # A token used to start a run shows when it was last used, like any other call.
+    used = [t async for t in ApiToken.objects.filter(name="burst")]
+    assert len(used) == 2 and all(t.last_used_at is not None for t in used)
+
+
+async def test_starting_a_run_with_a_token_sends_no_authenticator_to_a_thread(
+    as_alice, agent, upstream, monkeypatch
+):
+    from asgiref.sync import SyncToAsync
+
+    sent: list[str] = []
+    original = SyncToAsync.__init__
+
+    def record(self, func, *args, **kwargs):
+        sent.append(getattr(func, "__qualname__", type(func).__qualname__))
+        original(self, func, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__init__", record)
+    response = await stream(as_alice, {"input": "hi"})
+    events = await read_events(response)
+    assert events[-1][0] == "RunCompleted"
+    # The token was checked in the turn that created the run: no lookup of its own.
+    assert not [name for name in sent if "BearerToken" in name or "user_for_token" in name]
+    assert sent  # the run's own database work did go to its thread
+    listed = await as_alice.get("/api/runs/" + events[0][1]["run_id"])
+    assert listed.status_code == 200
+
+
 async def test_a_signed_in_browser_runs_with_its_cookie_and_csrf_token(alice, agent, upstream):
     browser = Client()
     await sync_to_async(browser.force_login)(alice)

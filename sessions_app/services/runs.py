@@ -38,7 +38,15 @@ from sessions_app.models import (
     Session,
     User,
 )
-from sessions_app.services import accounting, liveness, memory, ratelimit, streams, tools
+from sessions_app.services import (
+    accounting,
+    liveness,
+    memory,
+    ratelimit,
+    streams,
+    tokens,
+    tools,
+)
 from sessions_app.services.access import (
     get_agent_for_user,
     get_run_for_user,
@@ -223,14 +231,15 @@ def active_run_ids() -> list[uuid.UUID]:
 
 
 async def start_run(
-    user: User,
+    user: User | tokens.TokenClaim,
     input: str,
     *,
     agent_id: Any = None,
     session_id: Any = None,
     session_state: dict[str, Any] | None = None,
 ) -> RunHandle:
-    """Create the run (and the session, when none is given) and start streaming its answer."""
+    """Create the run (and the session, when none is given) and start streaming its answer.
+    `user` may be a bearer token not checked yet: checked first, it raises Unauthorized."""
     text = validate_input(input)
     if session_state is not None and not isinstance(session_state, dict):
         raise InputError("session_state must be a JSON object.", 422)
@@ -271,7 +280,7 @@ def _launch(plan: _Plan) -> RunHandle:
 
 @dataclass
 class _Ask:
-    user: User
+    user: User | tokens.TokenClaim  # a claim until _create_runs checks it
     text: str
     agent_id: Any
     session_id: Any
@@ -351,8 +360,28 @@ def _drop_unclaimed_requests() -> None:
 
 
 def _create_runs(asks: list[_Ask]) -> list[_Plan | Exception]:
-    """Each ask's plan, or the exception that refused it: all together, or, when that meets an
-    active run (two sends into one session, or a run whose process died), one at a time."""
+    """Each ask's plan, or the exception that refused it. Token claims are checked first, all
+    in one query (their runs' first token would otherwise wait for a lookup of its own)."""
+    outcomes: list[_Plan | Exception | None] = [None] * len(asks)
+    claimed = [i for i, ask in enumerate(asks) if isinstance(ask.user, tokens.TokenClaim)]
+    if claimed:
+        raws = [asks[i].user.raw for i in claimed]  # type: ignore[union-attr]
+        for i, user in zip(claimed, tokens.users_for_tokens(raws), strict=True):
+            if user is None:
+                outcomes[i] = tokens.Unauthorized()
+            else:
+                asks[i].user = user
+    allowed = [i for i in range(len(asks)) if outcomes[i] is None]
+    for i, outcome in zip(allowed, _create_allowed([asks[i] for i in allowed]), strict=True):
+        outcomes[i] = outcome
+    return outcomes  # type: ignore[return-value]
+
+
+def _create_allowed(asks: list[_Ask]) -> list[_Plan | Exception]:
+    """All together, or, when that meets an active run (two sends into one session, or a run
+    whose process died), one at a time."""
+    if not asks:
+        return []
     if len(asks) == 1:
         outcomes = [_create_alone(asks[0])]
     else:

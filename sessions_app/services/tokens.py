@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.utils import timezone
@@ -27,17 +28,43 @@ def create_token(user: User, name: str = "") -> tuple[ApiToken, str]:
     return token, raw
 
 
-def user_for_token(raw: str) -> User | None:
-    if not raw.startswith(PREFIX):
-        return None
-    token = ApiToken.objects.select_related("user").filter(token_hash=_digest(raw)).first()
-    if token is None or not token.user.is_active:
-        return None
+@dataclass(frozen=True)
+class TokenClaim:
+    """A bearer token presented but not checked yet: starting a run checks it in the same turn
+    on the database thread as the run's creation (see `users_for_tokens`)."""
+
+    raw: str
+
+
+class Unauthorized(Exception):
+    """A claimed token that is unknown, revoked, or whose user is inactive."""
+
+
+def users_for_tokens(raws: list[str]) -> list[User | None]:
+    """Each token's active user, or None; one query for them all."""
+    digests = [_digest(raw) if raw.startswith(PREFIX) else None for raw in raws]
+    wanted = {digest for digest in digests if digest is not None}
+    if not wanted:
+        return [None] * len(raws)
+    found = {
+        token.token_hash: token
+        for token in ApiToken.objects.select_related("user").filter(token_hash__in=wanted)
+        if token.user.is_active
+    }
     now = timezone.now()
     # "Last used" to the minute is enough; a write on every request is not.
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    stale = [
+        token.pk
+        for token in found.values()
+        if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION
+    ]
+    if stale:
+        ApiToken.objects.filter(pk__in=stale).update(last_used_at=now)
+    return [found[digest].user if digest in found else None for digest in digests]
+
+
+def user_for_token(raw: str) -> User | None:
+    return users_for_tokens([raw])[0]
 
 
 def tokens_for_user(user: User) -> list[ApiToken]:
