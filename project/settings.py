@@ -154,6 +154,8 @@ LLM_MODEL = os.getenv("LLM_MODEL") or ("gpt-4o-mini" if LLM_API_KEY else EMBEDDE
 LLM_CONNECT_TIMEOUT = envfloat("LLM_CONNECT_TIMEOUT", 10.0)
 # Longest silence tolerated from the upstream, before the first token or between two.
 LLM_READ_TIMEOUT = envfloat("LLM_READ_TIMEOUT", 120.0)
+# Seconds an idle connection to the model endpoint is kept for the next request.
+LLM_KEEPALIVE = envfloat("LLM_KEEPALIVE", 60.0)
 # USD per million tokens, "model=input:output;model2=…"; unknown models have no cost.
 LLM_PRICES = os.getenv("LLM_PRICES", "gpt-4o-mini=0.15:0.60;gpt-4o=2.50:10.00")
 

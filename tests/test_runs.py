@@ -341,6 +341,26 @@ async def test_runs_one_after_another_reuse_one_upstream_connection(
     assert upstream.connections - before == 1
 
 
+async def test_an_idle_upstream_connection_is_kept_for_llm_keepalive_seconds(
+    alice, agent, upstream, settings
+):
+    from sessions_app.llm import client as llm
+
+    async def runs_after_a_pause(keepalive: float) -> int:
+        """Upstream connections opened by two runs half a second apart."""
+        await llm.close_clients()  # clients read the setting when they are made
+        settings.LLM_KEEPALIVE = keepalive
+        before = upstream.connections
+        await run_to_end(alice, "one")
+        await asyncio.sleep(0.5)
+        await run_to_end(alice, "two")
+        return upstream.connections - before
+
+    assert await runs_after_a_pause(60.0) == 1
+    assert await runs_after_a_pause(0.1) == 2  # the idle one had expired: connected anew
+    await llm.close_clients()
+
+
 async def test_many_streams_at_once_fill_pools_of_bounded_size_and_keep_their_connections(
     upstream,
 ):

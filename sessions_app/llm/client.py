@@ -146,7 +146,15 @@ def _new_client(url: str, key: str) -> openai.AsyncOpenAI:
     # max_retries=0: a retried stream would repeat tokens the user already saw. The default
     # transport, not aiohttp's: that one reads for less CPU, but when the upstream's connection
     # breaks it drops the chunks already received and not yet read.
-    http_client = openai.DefaultAsyncHttpxClient(verify=_tls_context())
+    # Idle connections are kept a minute rather than httpx's five seconds: chat traffic comes in
+    # bursts with pauses between, and a new connection costs a TCP (and TLS) handshake before the
+    # first token. One the server closed meanwhile is noticed, and replaced, before it is used.
+    limits = _HTTP_MODULES[-1].Limits(
+        max_connections=1000,
+        max_keepalive_connections=100,
+        keepalive_expiry=settings.LLM_KEEPALIVE,
+    )
+    http_client = openai.DefaultAsyncHttpxClient(verify=_tls_context(), limits=limits)
     return openai.AsyncOpenAI(
         base_url=url, api_key=key, max_retries=0, timeout=timeout, http_client=http_client
     )
