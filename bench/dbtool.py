@@ -126,13 +126,15 @@ async def _dbwork(models: list[str]) -> dict[str, Any]:
 
     user = await sync_to_async(_user)("bench_db")
     agents = {m: await sync_to_async(_agent)(m) for m in models}
-    session = await Session.objects.acreate(user=user, agent=agents[models[0]])
+    # A session per answer length, each with its agent, so the runs differ only in the answer.
+    sessions = {m: await Session.objects.acreate(user=user, agent=agents[m]) for m in models}
     # First-use queries (content types, connection setup) aside, then steady-state runs.
-    await _parley_run(user, agents[models[0]], session.pk)
+    for model in models:
+        await _parley_run(user, agents[model], sessions[model].pk)
     await _naive_run(user, models[0])
     out: dict[str, Any] = {"parley": {}, "naive": {}}
     for model in models:
-        out["parley"][model] = await _parley_run(user, agents[model], session.pk)
+        out["parley"][model] = await _parley_run(user, agents[model], sessions[model].pk)
         out["naive"][model] = await _naive_run(user, model)
     return out
 
