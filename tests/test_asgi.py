@@ -142,6 +142,24 @@ def test_the_asgi_application_collects_garbage_less_often():
     assert gc.get_freeze_count() > 0  # what start-up loaded is left out of collections
 
 
+def test_the_urls_and_the_api_are_loaded_with_the_application_not_by_the_first_request():
+    import subprocess
+    import sys
+
+    from tests.conftest import subprocess_env
+
+    probe = "import sys, project.asgi\nprint('project.api' in sys.modules)\n"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", DEBUG="false"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"]
+
+
 def test_stale_connections_are_closed_when_requests_end_not_when_they_start():
     # In a process of its own, as daphne loads it: Django's test client reconnects the check
     # at the start of every request it makes.
