@@ -46,14 +46,14 @@ def _send_small_writes_at_once() -> None:
 _send_small_writes_at_once()
 
 
-def _start_requests_off_the_database_thread() -> None:
+def _start_requests_without_a_thread() -> None:
     """Django closes stale database connections when a request starts and again when it ends.
     On ASGI each is a turn on the request's thread, and the one at the start comes before any
     code of the request's own: under load an API request waited there for the interpreter lock.
     The check at the end stays; it also re-arms the health check
     (CONN_HEALTH_CHECKS) that the next request's first query runs. The other receiver there
     empties the log of queries that only DEBUG keeps: without it, requests start with no turn
-    on that thread at all."""
+    on a thread at all."""
     from django.conf import settings
     from django.core import signals
     from django.db import close_old_connections, reset_queries
@@ -63,7 +63,7 @@ def _start_requests_off_the_database_thread() -> None:
         signals.request_started.disconnect(reset_queries)
 
 
-_start_requests_off_the_database_thread()
+_start_requests_without_a_thread()
 
 
 def _share_the_interpreter_finely() -> None:

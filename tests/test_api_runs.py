@@ -429,6 +429,13 @@ async def test_runs_started_together_have_each_token_checked_on_its_own(
     assert len(used) == 2 and all(t.last_used_at is not None for t in used)
 
 
+def test_a_token_claim_never_shows_the_token_it_holds():
+    from sessions_app.services.tokens import TokenClaim
+
+    # Claims wait in the run's creation queue, whose items may appear in logs and tracebacks.
+    assert "prl_secret" not in repr(TokenClaim("prl_secret"))
+
+
 async def test_starting_a_run_with_a_token_sends_no_authenticator_to_a_thread(
     as_alice, agent, upstream, monkeypatch
 ):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.utils import timezone
@@ -33,7 +33,7 @@ class TokenClaim:
     """A bearer token presented but not checked yet: starting a run checks it in the same turn
     on the database thread as the run's creation (see `users_for_tokens`)."""
 
-    raw: str
+    raw: str = field(repr=False)  # a secret: never in a log line or a traceback's locals
 
 
 class Unauthorized(Exception):
