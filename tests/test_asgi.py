@@ -142,34 +142,33 @@ def test_the_asgi_application_collects_garbage_less_often():
     assert gc.get_freeze_count() > 0  # what start-up loaded is left out of collections
 
 
-def test_the_urls_and_the_api_are_loaded_with_the_application_not_by_the_first_request():
+def loaded_as_daphne_loads_it(probe: str) -> list[str]:
+    """What `probe` prints, run in a process of its own after importing the ASGI application
+    without DEBUG, as daphne imports it (Django's test client changes the request signals)."""
     import subprocess
     import sys
 
     from tests.conftest import subprocess_env
 
-    probe = "import sys, project.asgi\nprint('project.api' in sys.modules)\n"
     done = subprocess.run(
-        [sys.executable, "-c", probe],
+        [sys.executable, "-c", "import project.asgi\n" + probe],
         env=subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", DEBUG="false"),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True"]
+    return done.stdout.split()
+
+
+def test_the_urls_and_the_api_are_loaded_with_the_application_not_by_the_first_request():
+    assert loaded_as_daphne_loads_it("import sys\nprint('project.api' in sys.modules)\n") == [
+        "True"
+    ]
 
 
 def test_stale_connections_are_closed_when_requests_end_not_when_they_start():
-    # In a process of its own, as daphne loads it: Django's test client reconnects the check
-    # at the start of every request it makes.
-    import subprocess
-    import sys
-
-    from tests.conftest import subprocess_env
-
     probe = (
-        "import project.asgi\n"
         "from django.core import signals\n"
         "from django.db import close_old_connections as check\n"
         "def has(signal):\n"
@@ -177,13 +176,5 @@ def test_stale_connections_are_closed_when_requests_end_not_when_they_start():
         "print(has(signals.request_started), has(signals.request_finished))\n"
         "print(len(signals.request_started._live_receivers(None)[0]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        env=subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", DEBUG="false"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    # Without DEBUG no receiver is left at the start: a request takes no turn on the thread.
-    assert done.stdout.split() == ["False", "True", "0"]
+    # Without DEBUG no receiver is left at the start: a request takes no turn on a thread.
+    assert loaded_as_daphne_loads_it(probe) == ["False", "True", "0"]
