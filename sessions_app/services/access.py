@@ -82,12 +82,16 @@ def get_run_for_owner(user: User, run_id: Any) -> Run:
         raise NotFound from exc
 
 
-def get_agent_for_user(user: User, agent_id: Any = None) -> Agent:
-    """Agents are shared configs: everyone signed in may chat with any of them."""
+def get_agent_for_user(user: User, agent_id: Any = None, *, loaded: Agent | None = None) -> Agent:
+    """Agents are shared configs: everyone signed in may chat with any of them. `loaded` is one
+    already fetched (a session's own, with the session): named again, it costs no query."""
     if agent_id is None:
         return default_agent()
+    wanted = _uuid(agent_id)
+    if loaded is not None and loaded.pk == wanted:
+        return loaded
     try:
-        return Agent.objects.get(pk=_uuid(agent_id))
+        return Agent.objects.get(pk=wanted)
     except Agent.DoesNotExist as exc:
         raise NotFound from exc
 

@@ -426,11 +426,11 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
         by_user.setdefault(ask.user.pk, []).append(i)
     agents: dict[Any, Agent | Exception] = {}
 
-    def agent_for(ask: _Ask) -> Agent:
+    def agent_for(ask: _Ask, loaded: Agent | None) -> Agent:
         key = str(ask.agent_id) if ask.agent_id else None
         if key not in agents:
             try:
-                agents[key] = get_agent_for_user(ask.user, ask.agent_id)
+                agents[key] = get_agent_for_user(ask.user, ask.agent_id, loaded=loaded)
             except Exception as exc:
                 agents[key] = exc
         found = agents[key]
@@ -458,10 +458,10 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
                 continue
             try:
                 session = sessions[i]
-                if session and (not ask.agent_id or _names(ask.agent_id, session.agent)):
-                    agents_of[i] = session.agent  # loaded with the session: no query
+                if session and not ask.agent_id:
+                    agents_of[i] = session.agent
                 else:
-                    agents_of[i] = agent_for(ask)
+                    agents_of[i] = agent_for(ask, session.agent if session else None)
             except Exception as exc:
                 outcomes[i] = exc
         live = [i for i in range(len(asks)) if outcomes[i] is None]
@@ -551,14 +551,6 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
             tools=offered[n],
         )
     return outcomes  # type: ignore[return-value]
-
-
-def _names(agent_id: Any, agent: Agent) -> bool:
-    """Whether an ask's agent_id is this agent's (clients repeat the session's own)."""
-    try:
-        return uuid.UUID(str(agent_id)) == agent.pk
-    except ValueError:
-        return False
 
 
 def coalesce_interval(streaming: int) -> float:
