@@ -149,9 +149,10 @@ def _new_client(url: str, key: str) -> openai.AsyncOpenAI:
     # Idle connections are kept a minute rather than httpx's five seconds: chat traffic comes in
     # bursts with pauses between, and a new connection costs a TCP (and TLS) handshake before the
     # first token. One the server closed meanwhile is noticed, and replaced, before it is used.
-    limits = _HTTP_MODULES[-1].Limits(
-        max_connections=1000,
-        max_keepalive_connections=100,
+    default = openai.DEFAULT_CONNECTION_LIMITS
+    limits = type(default)(
+        max_connections=default.max_connections,
+        max_keepalive_connections=default.max_keepalive_connections,
         keepalive_expiry=settings.LLM_KEEPALIVE,
     )
     http_client = openai.DefaultAsyncHttpxClient(verify=_tls_context(), limits=limits)
