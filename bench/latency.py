@@ -127,8 +127,8 @@ def round_order(transports: tuple[str, ...], r: int) -> list[str]:
     seconds and more in the paced scenario, after which this machine runs the same code two to
     three times slower for the first milliseconds); the other finds it just used. Alternating
     gives each that place in half the rounds, where a rotation always put SSE after Direct."""
-    refs = [t for t in transports if t not in SERVER or SERVER[t] != "parley"]
-    ours = [t for t in transports if t not in refs]
+    refs = [t for t in transports if SERVER.get(t) != "parley"]
+    ours = [t for t in transports if SERVER.get(t) == "parley"]
     if r % 2:
         refs.reverse()
         ours.reverse()

@@ -169,9 +169,9 @@ def list_session_messages(
 async def _start_detached(user: User | TokenClaim, payload: RunIn) -> runs.RunHandle:
     """start_run, in a task with a fresh context that the engine's task then inherits.
 
-    Behind a sync-only middleware, the request's context would hold the executor of the
-    request's thread, which quits once the response is returned; a run inheriting it would
-    fail at its next database call while still streaming.
+    The request's context holds its thread-sensitive context (its request thread), which ends
+    with the response: a run inheriting it would fail at its next database call while still
+    streaming.
     """
     start = runs.start_run(
         user,
