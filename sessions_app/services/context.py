@@ -12,11 +12,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
-
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
-from sessions_app.services import tools
+from sessions_app.services import reads, tools
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -158,22 +155,7 @@ def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
         wanted = {t.session.pk: t.agent.num_history_runs for t in by_runs}
         # One query: the messages of each session's last `deepest` completed runs (a window
         # function in a subquery); sessions whose agent sees fewer runs are cut below.
-        ranked = (
-            Run.objects.filter(session_id__in=wanted, status=RunStatus.COMPLETED)
-            .annotate(
-                rank=Window(
-                    RowNumber(), partition_by=[F("session_id")], order_by=F("position").desc()
-                )
-            )
-            .filter(rank__lte=deepest)
-            .values("pk")
-        )
-        rows = list(
-            Message.objects.filter(run_id__in=ranked)
-            .exclude(role=Role.SYSTEM)
-            .annotate(run_position=F("run__position"))
-            .order_by("session_id", "run__position", "order")
-        )
+        rows = reads.last_runs_messages(list(wanted), deepest)
         positions: dict[Any, set[int]] = defaultdict(set)
         for message in rows:
             positions[message.session_id].add(message.run_position)

@@ -22,7 +22,6 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from sessions_app.llm import client as llm
@@ -43,6 +42,7 @@ from sessions_app.services import (
     liveness,
     memory,
     ratelimit,
+    reads,
     streams,
     tokens,
     tools,
@@ -480,13 +480,7 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
                 sessions[i].session_state = {**sessions[i].session_state, **ask.session_state}
         old = [sessions[i].pk for i in live if asks[i].session_id is not None]
         last, busy = {}, set()
-        in_progress = Count("pk", filter=Q(status__in=ACTIVE_STATUSES))
-        for session_id, position, active in (
-            Run.objects.filter(session_id__in=old)
-            .values("session_id")
-            .annotate(last=Max("position"), active=in_progress)
-            .values_list("session_id", "last", "active")
-        ):
+        for session_id, (position, active) in reads.run_state(old).items():
             last[session_id] = position
             if active:
                 busy.add(session_id)

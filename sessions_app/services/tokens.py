@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from sessions_app.models import ApiToken, User
+from sessions_app.services import reads
 from sessions_app.services.access import NotFound
 
 PREFIX = "prl_"
@@ -48,7 +49,7 @@ def users_for_tokens(raws: list[str]) -> list[User | None]:
         return [None] * len(raws)
     found = {
         token.token_hash: token
-        for token in ApiToken.objects.select_related("user").filter(token_hash__in=wanted)
+        for token in reads.tokens_with_users(sorted(wanted))
         if token.user.is_active
     }
     now = timezone.now()

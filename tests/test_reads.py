@@ -1,0 +1,156 @@
+"""The run-start reads written as SQL (sessions_app.services.reads) answer exactly what the ORM
+answers, on whichever database the tests run on (SQLite, and PostgreSQL in CI)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from sessions_app.models import Agent, ApiToken, Message, Role, Run, RunStatus, Session
+from sessions_app.services import reads
+from sessions_app.services.tokens import _digest, create_token
+from tests.querycount import count_queries
+
+pytestmark = pytest.mark.django_db
+
+
+def fields(obj) -> dict:
+    """Every stored value of a model instance, as Python holds it."""
+    return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
+
+
+@pytest.fixture
+def agent():
+    return Agent.objects.create(
+        name="Reader",
+        model="m",
+        instructions="Be {mood}.",
+        session_state={"mood": "calm", "list": [1, 2]},
+        num_history_messages=None,
+        add_session_state_to_context=True,
+    )
+
+
+def _session(user, agent, **extra) -> Session:
+    return Session.objects.create(user=user, agent=agent, session_name="s", **extra)
+
+
+def _run(session, position, status=RunStatus.COMPLETED, answer="a") -> Run:
+    run = Run.objects.create(
+        session=session,
+        user=session.user,
+        agent=session.agent,
+        position=position,
+        status=status,
+        input=f"question {position}",
+        content=answer,
+        cost="0.001250",
+        time_to_first_token=0.25,
+        finished_at=timezone.now(),
+    )
+    Message.objects.create(run=run, session=session, order=0, role=Role.SYSTEM, content="sys")
+    Message.objects.create(run=run, session=session, order=1, role=Role.USER, content=run.input)
+    calls = [{"id": f"c{position}", "type": "function", "function": {"name": "f"}}]
+    Message.objects.create(
+        run=run, session=session, order=2, role=Role.ASSISTANT, content="", tool_calls=calls
+    )
+    Message.objects.create(
+        run=run, session=session, order=3, role=Role.TOOL, content="42", tool_call_id=f"c{position}"
+    )
+    Message.objects.create(run=run, session=session, order=4, role=Role.ASSISTANT, content=answer)
+    return run
+
+
+def test_tokens_come_with_their_users_as_the_orm_loads_them(alice, bob):
+    token, raw = create_token(alice, "laptop")
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now() - timedelta(days=1))
+    other, other_raw = create_token(bob)
+    bob.is_active = False
+    bob.save()
+
+    found = reads.tokens_with_users([_digest(raw), _digest(other_raw), _digest("prl_unknown")])
+
+    expected = ApiToken.objects.select_related("user").filter(pk__in=[token.pk, other.pk])
+    by_pk = {t.pk: (fields(t), fields(t.user)) for t in expected}
+    assert {t.pk: (fields(t), fields(t.user)) for t in found} == by_pk, (
+        "same tokens, same users, same values (datetimes aware, booleans bool)"
+    )
+    assert {t.user.is_active for t in found} == {True, False}
+    assert reads.tokens_with_users([]) == []
+
+
+def test_sessions_come_with_their_agents_and_only_the_owners(alice, bob, agent):
+    mine = _session(alice, agent, session_state={"mood": "glad"}, summary={"summary": "hi"})
+    plain = _session(alice, agent)
+    theirs = _session(bob, agent)
+    ids = [mine.pk, plain.pk, theirs.pk, uuid.uuid4()]
+
+    owned = reads.sessions_with_agents(ids, alice)
+    anyone = reads.sessions_with_agents(ids, None)
+
+    assert {s.pk for s in owned} == {mine.pk, plain.pk}, "bob's session and an unknown id: absent"
+    assert {s.pk for s in anyone} == {mine.pk, plain.pk, theirs.pk}
+    orm = {s.pk: s for s in Session.objects.select_related("agent").filter(pk__in=ids)}
+    for session in anyone:
+        assert fields(session) == fields(orm[session.pk])
+        assert fields(session.agent) == fields(orm[session.pk].agent)
+    loaded = next(s for s in owned if s.pk == mine.pk)
+    assert isinstance(loaded.pk, uuid.UUID)
+    assert loaded.session_state == {"mood": "glad"} and loaded.summary == {"summary": "hi"}
+    assert loaded.agent.session_state == {"mood": "calm", "list": [1, 2]}
+
+
+def test_run_state_is_each_sessions_last_position_and_whether_a_run_is_active(alice, agent):
+    idle, busy, empty = _session(alice, agent), _session(alice, agent), _session(alice, agent)
+    for position in (1, 2, 3):
+        _run(idle, position, RunStatus.ERROR if position == 2 else RunStatus.COMPLETED)
+    _run(busy, 1)
+    _run(busy, 2, RunStatus.RUNNING)
+
+    state = reads.run_state([idle.pk, busy.pk, empty.pk])
+
+    assert state == {idle.pk: (3, False), busy.pk: (2, True)}, "no runs yet: not in the answer"
+    assert reads.run_state([]) == {}
+
+
+def test_history_is_the_messages_of_each_sessions_last_completed_runs(alice, agent):
+    first, second = _session(alice, agent), _session(alice, agent)
+    for position in range(1, 6):
+        status = RunStatus.CANCELLED if position == 4 else RunStatus.COMPLETED
+        _run(first, position, status, answer=f"first {position}")
+    for position in (1, 2):
+        _run(second, position, answer=f"second {position}")
+    _run(second, 3, RunStatus.RUNNING)
+
+    with count_queries() as queries:
+        found = reads.last_runs_messages([first.pk, second.pk], 2)
+
+    assert queries.total == 1
+    ranked = (
+        Run.objects.filter(session_id__in=[first.pk, second.pk], status=RunStatus.COMPLETED)
+        .annotate(
+            rank=Window(RowNumber(), partition_by=[F("session_id")], order_by=F("position").desc())
+        )
+        .filter(rank__lte=2)
+        .values("pk")
+    )
+    expected = list(
+        Message.objects.filter(run_id__in=ranked)
+        .exclude(role=Role.SYSTEM)
+        .annotate(run_position=F("run__position"))
+        .order_by("session_id", "run__position", "order")
+    )
+    assert [fields(m) for m in found] == [fields(m) for m in expected]
+    assert [m.run_position for m in found] == [m.run_position for m in expected]
+    positions = {(m.session_id, m.run_position) for m in found}
+    assert positions == {(first.pk, 3), (first.pk, 5), (second.pk, 1), (second.pk, 2)}, (
+        "the cancelled run 4 and the running run 3 are not history"
+    )
+    calls = [m.tool_calls for m in found if m.session_id == first.pk and m.tool_calls]
+    assert calls[0] == [{"id": "c3", "type": "function", "function": {"name": "f"}}]
+    assert reads.last_runs_messages([first.pk], 0) == []
