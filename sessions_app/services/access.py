@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 
 from sessions_app.models import Agent, Run, Session, User
-from sessions_app.services import reads
+from sessions_app.services import statements
 
 
 class NotFound(Exception):
@@ -61,9 +61,9 @@ def get_sessions_for_owner(user: User, session_ids: list[Any]) -> list[Session |
         except NotFound as exc:
             wanted.append(exc)
     ids = [w for w in wanted if isinstance(w, uuid.UUID)]
-    # Written as SQL (see reads): this is on the way to every run's first token.
+    # Written as SQL (see statements): this is on the way to every run's first token.
     owner = None if user.is_staff else user
-    found = {s.pk: s for s in reads.sessions_with_agents(ids, owner)}
+    found = {s.pk: s for s in statements.sessions_with_agents(ids, owner)}
     out: list[Session | Exception] = []
     for w in wanted:
         session = found.get(w) if isinstance(w, uuid.UUID) else None

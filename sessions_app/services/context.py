@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
-from sessions_app.services import reads, tools
+from sessions_app.services import statements, tools
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -155,7 +155,7 @@ def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
         wanted = {t.session.pk: t.agent.num_history_runs for t in by_runs}
         # One query: the messages of each session's last `deepest` completed runs (a window
         # function in a subquery); sessions whose agent sees fewer runs are cut below.
-        rows = reads.last_runs_messages(list(wanted), deepest)
+        rows = statements.last_runs_messages(list(wanted), deepest)
         positions: dict[Any, set[int]] = defaultdict(set)
         for message in rows:
             positions[message.session_id].add(message.run_position)

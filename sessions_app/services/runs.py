@@ -42,7 +42,7 @@ from sessions_app.services import (
     liveness,
     memory,
     ratelimit,
-    reads,
+    statements,
     streams,
     tokens,
     tools,
@@ -480,7 +480,7 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
                 sessions[i].session_state = {**sessions[i].session_state, **ask.session_state}
         old = [sessions[i].pk for i in live if asks[i].session_id is not None]
         last, busy = {}, set()
-        for session_id, (position, active) in reads.run_state(old).items():
+        for session_id, (position, active) in statements.run_state(old).items():
             last[session_id] = position
             if active:
                 busy.add(session_id)
@@ -520,22 +520,22 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
                     for run, sent, tool_specs in zip(runs, built, offered, strict=True)
                 ],
             )
-        Session.objects.bulk_create(fresh)
-        Run.objects.bulk_create(runs)
+        statements.insert(fresh)
+        statements.insert(runs)
         messages = []
         for run in runs:
             messages += [
                 Message(run=run, session=run.session, order=0, role=Role.USER, content=run.input),
                 Message(run=run, session=run.session, order=1, role=Role.ASSISTANT, content=""),
             ]
-        Message.objects.bulk_create(messages)
+        statements.insert(messages)
         merged = [i for i in live if asks[i].session_id and asks[i].session_state]
         for i in merged:
             sessions[i].save(update_fields=["session_state", "updated_at"])
         # Bumps updated_at so the sessions sort first.
-        Session.objects.filter(
-            pk__in=[sessions[i].pk for i in live if asks[i].session_id and i not in merged]
-        ).update(updated_at=now)
+        statements.touch_sessions(
+            [sessions[i].pk for i in live if asks[i].session_id and i not in merged], now
+        )
     for n, (i, run) in enumerate(zip(live, runs, strict=True)):
         outcomes[i] = _Plan(
             run=run,

@@ -1,5 +1,5 @@
-"""The run-start reads written as SQL (sessions_app.services.reads) answer exactly what the ORM
-answers, on whichever database the tests run on (SQLite, and PostgreSQL in CI)."""
+"""The run-start statements written as SQL (sessions_app.services.statements) read and write
+exactly what the ORM does, on whichever database the tests run on (SQLite, and PostgreSQL in CI)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from sessions_app.models import Agent, ApiToken, Message, Role, Run, RunStatus, Session
-from sessions_app.services import reads
+from sessions_app.services import statements
 from sessions_app.services.tokens import _digest, create_token
 from tests.querycount import count_queries
 
@@ -73,7 +73,7 @@ def test_tokens_come_with_their_users_as_the_orm_loads_them(alice, bob):
     bob.is_active = False
     bob.save()
 
-    found = reads.tokens_with_users([_digest(raw), _digest(other_raw), _digest("prl_unknown")])
+    found = statements.tokens_with_users([_digest(raw), _digest(other_raw), _digest("prl_unknown")])
 
     expected = ApiToken.objects.select_related("user").filter(pk__in=[token.pk, other.pk])
     by_pk = {t.pk: (fields(t), fields(t.user)) for t in expected}
@@ -81,7 +81,7 @@ def test_tokens_come_with_their_users_as_the_orm_loads_them(alice, bob):
         "same tokens, same users, same values (datetimes aware, booleans bool)"
     )
     assert {t.user.is_active for t in found} == {True, False}
-    assert reads.tokens_with_users([]) == []
+    assert statements.tokens_with_users([]) == []
 
 
 def test_sessions_come_with_their_agents_and_only_the_owners(alice, bob, agent):
@@ -90,8 +90,8 @@ def test_sessions_come_with_their_agents_and_only_the_owners(alice, bob, agent):
     theirs = _session(bob, agent)
     ids = [mine.pk, plain.pk, theirs.pk, uuid.uuid4()]
 
-    owned = reads.sessions_with_agents(ids, alice)
-    anyone = reads.sessions_with_agents(ids, None)
+    owned = statements.sessions_with_agents(ids, alice)
+    anyone = statements.sessions_with_agents(ids, None)
 
     assert {s.pk for s in owned} == {mine.pk, plain.pk}, "bob's session and an unknown id: absent"
     assert {s.pk for s in anyone} == {mine.pk, plain.pk, theirs.pk}
@@ -112,10 +112,10 @@ def test_run_state_is_each_sessions_last_position_and_whether_a_run_is_active(al
     _run(busy, 1)
     _run(busy, 2, RunStatus.RUNNING)
 
-    state = reads.run_state([idle.pk, busy.pk, empty.pk])
+    state = statements.run_state([idle.pk, busy.pk, empty.pk])
 
     assert state == {idle.pk: (3, False), busy.pk: (2, True)}, "no runs yet: not in the answer"
-    assert reads.run_state([]) == {}
+    assert statements.run_state([]) == {}
 
 
 def test_history_is_the_messages_of_each_sessions_last_completed_runs(alice, agent):
@@ -128,7 +128,7 @@ def test_history_is_the_messages_of_each_sessions_last_completed_runs(alice, age
     _run(second, 3, RunStatus.RUNNING)
 
     with count_queries() as queries:
-        found = reads.last_runs_messages([first.pk, second.pk], 2)
+        found = statements.last_runs_messages([first.pk, second.pk], 2)
 
     assert queries.total == 1
     ranked = (
@@ -153,4 +153,50 @@ def test_history_is_the_messages_of_each_sessions_last_completed_runs(alice, age
     )
     calls = [m.tool_calls for m in found if m.session_id == first.pk and m.tool_calls]
     assert calls[0] == [{"id": "c3", "type": "function", "function": {"name": "f"}}]
-    assert reads.last_runs_messages([first.pk], 0) == []
+    assert statements.last_runs_messages([first.pk], 0) == []
+
+
+def test_inserted_rows_read_back_as_the_orms_would_write_them(alice, agent):
+    session = Session(user=alice, agent=agent, session_name="new", session_state={"a": [1]})
+    statements.insert([session])
+    runs = [
+        Run(
+            session=session,
+            user=alice,
+            agent=agent,
+            position=p,
+            status=RunStatus.COMPLETED,
+            input=f"q{p}",
+            model="m",
+        )
+        for p in range(1, 81)  # more than one batch on SQLite (999 parameters a statement)
+    ]
+    statements.insert(runs)
+    messages = [
+        Message(run=run, session=session, order=order, role=Role.USER, content=run.input)
+        for run in runs
+        for order in (0, 1)
+    ]
+    statements.insert(messages)
+
+    assert all(m.pk is not None for m in messages), "auto ids are read back"
+    assert len({m.pk for m in messages}) == 160
+    assert all(not obj._state.adding for obj in [session, *runs, *messages])
+    for obj in [session, runs[0], runs[-1], messages[0], messages[-1]]:
+        stored = type(obj).objects.get(pk=obj.pk)
+        assert fields(stored) == fields(obj), "what was written is what the instance holds"
+    assert runs[0].created_at is not None, "auto_now_add is filled in, as the ORM does"
+    stored = Message.objects.get(pk=messages[-1].pk)
+    assert (stored.run_id, stored.order, stored.tool_calls) == (runs[-1].pk, 1, None)
+    statements.insert([])
+
+
+def test_touching_sessions_sets_their_updated_at_only(alice, agent):
+    touched, left = _session(alice, agent), _session(alice, agent)
+    before = Session.objects.get(pk=left.pk).updated_at
+    now = timezone.now() + timedelta(hours=1)
+
+    statements.touch_sessions([touched.pk], now)
+
+    assert Session.objects.get(pk=touched.pk).updated_at == now
+    assert Session.objects.get(pk=left.pk).updated_at == before

@@ -1,29 +1,32 @@
-"""The reads on the way to a run's first token, as SQL written once per database.
+"""The statements that start a run, written as SQL once per database.
 
 Starting a run reads the token's user, the session with its agent, the session's last position
-and whether a run is active in it, and the history the model is sent. Through the ORM each of
-those cost 1 to 4 ms of CPU building and compiling its query (the history's window query the
-most), against 0.1 ms for the database to answer it: together more than everything else Parley
-adds to the first token, and at a hundred users pressing Send at once, seconds of one thread.
+and whether a run is active in it, and the history the model is sent; then it writes the run,
+its two messages (and a new session), and bumps the session's date. Through the ORM each of
+those cost 0.5 to 4 ms of CPU building and compiling its statement (the history's window query
+the most), against 0.1 ms for the database to run it: together more than everything else
+Parley adds to the first token, and at a hundred users pressing Send at once, seconds of the
+one thread all database work shares.
 
-Here each statement's text is made once per database connection's vendor, from the models'
-own table and column names, and its rows become model instances the way the ORM's iterator
-makes them: Django's converters for each column (UUIDs and datetimes on SQLite, JSON
-everywhere), then `Model.from_db`. Parameters are prepared by their fields. The statements are
-plain SELECTs that SQLite (3.25 and later, for the window function) and PostgreSQL both run as
-written; tests compare every result with the ORM's.
+Here each statement's text is made once per database, from the models' own table and column
+names. Rows read become model instances the way the ORM's iterator makes them (Django's
+converters for each column, then `Model.from_db`); values written are prepared the way its
+insert prepares them (`pre_save`, then `get_db_prep_save`). The statements are plain SQL that
+SQLite (3.35 and later: a window function, RETURNING) and PostgreSQL both run as written;
+tests compare every result with the ORM's.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Model
+from django.db.models import Field, Model
 
 from sessions_app.models import (
     ACTIVE_STATUSES,
@@ -49,21 +52,15 @@ class _Columns:
         self.width = len(fields)
         self.attnames = [field.attname for field in fields]
         self.sql = ", ".join(f"{alias}.{quote(field.column)}" for field in fields)
-        self.converters: list[tuple[int, list[Callable[..., Any]], Any]] = []
+        self.converters: list[tuple[int, list[Any], Any]] = []
         for i, field in enumerate(fields):
-            column = field.get_col(model._meta.db_table)
-            found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+            found, column = _converters(field, connection)
             if found:
                 self.converters.append((i, found, column))
-        self.pk_index = fields.index(model._meta.pk)
 
     def pk(self, value: Any, connection: BaseDatabaseWrapper) -> Any:
         """A primary key as read from the database, as the model holds it."""
-        for i, converters, column in self.converters:
-            if i == self.pk_index:
-                for convert in converters:
-                    value = convert(value, column, connection)
-        return value
+        return _convert(self.model._meta.pk, value, connection)
 
     def load(self, row: Sequence[Any], start: int, connection: BaseDatabaseWrapper) -> Any:
         values = list(row[start : start + self.width])
@@ -73,6 +70,62 @@ class _Columns:
                 value = convert(value, column, connection)
             values[i] = value
         return self.model.from_db(connection.alias, self.attnames, values)
+
+
+def _converters(field: Field, connection: BaseDatabaseWrapper) -> tuple[list[Any], Any]:
+    """What the ORM applies to a column of `field` read back, and the column expression the
+    converters are given."""
+    column = field.get_col(field.model._meta.db_table)
+    return connection.ops.get_db_converters(column) + field.get_db_converters(connection), column
+
+
+def _convert(field: Field, value: Any, connection: BaseDatabaseWrapper) -> Any:
+    converters, column = _converters(field, connection)
+    for convert in converters:
+        value = convert(value, column, connection)
+    return value
+
+
+class _Insert:
+    """INSERT of whole new instances, each value prepared as the ORM's insert prepares it
+    (`pre_save` fills auto_now_add dates, `get_db_prep_save` adapts the value), in batches the
+    database accepts; keys the database makes (auto ids) are read back with RETURNING."""
+
+    def __init__(self, model: type[Model], connection: BaseDatabaseWrapper) -> None:
+        quote = connection.ops.quote_name
+        concrete = model._meta.concrete_fields
+        self.fields = [f for f in concrete if not f.db_returning]
+        self.returning = [f for f in concrete if f.db_returning]
+        names = ", ".join(quote(f.column) for f in self.fields)
+        self.head = f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES "
+        self.row = f"({_placeholders(len(self.fields))})"
+        self.tail = (
+            " RETURNING " + ", ".join(quote(f.column) for f in self.returning)
+            if self.returning
+            else ""
+        )
+
+    def __call__(self, objs: Sequence[Model], connection: BaseDatabaseWrapper) -> None:
+        size = max(connection.ops.bulk_batch_size(self.fields, objs), 1)
+        for at in range(0, len(objs), size):
+            batch = objs[at : at + size]
+            params = [
+                field.get_db_prep_save(field.pre_save(obj, True), connection)
+                for obj in batch
+                for field in self.fields
+            ]
+            sql = self.head + ", ".join([self.row] * len(batch)) + self.tail
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                if not self.returning:
+                    continue
+                returned = cursor.fetchall()
+            for obj, row in zip(batch, returned, strict=True):
+                for field, value in zip(self.returning, row, strict=True):
+                    setattr(obj, field.attname, _convert(field, value, connection))
+        for obj in objs:
+            obj._state.adding = False
+            obj._state.db = connection.alias
 
 
 class _Statements:
@@ -92,6 +145,11 @@ class _Statements:
         self.session = _Columns(Session, "s", connection)
         self.agent = _Columns(Agent, "a", connection)
         self.message = _Columns(Message, "m", connection)
+        self.inserts = {model: _Insert(model, connection) for model in (Session, Run, Message)}
+        self.touch = (
+            f"UPDATE {table(Session)} SET {col(Session, 'updated_at')} = %s "
+            f"WHERE {col(Session, 'session_id')} IN ({{}})"
+        )
         self.tokens = (
             f"SELECT {self.token.sql}, {self.user.sql} FROM {table(ApiToken)} t "
             f"INNER JOIN {table(User)} u ON u.{col(User, 'id')} = t.{col(ApiToken, 'user')} "
@@ -228,3 +286,26 @@ def last_runs_messages(session_ids: Sequence[uuid.UUID], runs: int) -> list[Mess
         message.run_position = row[st.message.width]
         found.append(message)
     return found
+
+
+def insert(objs: Sequence[Model]) -> None:
+    """Write these new sessions, runs or messages (all of one model), as bulk_create would:
+    auto_now_add dates filled in, auto ids set on the instances."""
+    if not objs:
+        return
+    connection = connections["default"]
+    if not connection.features.can_return_rows_from_bulk_insert:
+        type(objs[0]).objects.bulk_create(objs)  # an SQLite older than 3.35
+        return
+    _here().inserts[type(objs[0])](objs, connection)
+
+
+def touch_sessions(session_ids: Sequence[uuid.UUID], now: datetime) -> None:
+    """Set these sessions' updated_at to `now`, so they sort first."""
+    if not session_ids:
+        return
+    connection = connections["default"]
+    stamp = Session._meta.get_field("updated_at").get_db_prep_save(now, connection)
+    sql = _here().touch.format(_placeholders(len(session_ids)))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [stamp, *_uuids(Session, session_ids)])
