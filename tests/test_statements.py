@@ -200,3 +200,28 @@ def test_touching_sessions_sets_their_updated_at_only(alice, agent):
 
     assert Session.objects.get(pk=touched.pk).updated_at == now
     assert Session.objects.get(pk=left.pk).updated_at == before
+
+
+def test_an_update_changes_one_row_only_while_its_condition_holds(alice, agent):
+    session = _session(alice, agent)
+    running = _run(session, 1, RunStatus.RUNNING)
+    now = timezone.now()
+    values = {"content": "partial", "content_seq": 7, "heartbeat_at": now, "session_state": None}
+
+    changed = statements.update(
+        Run, running.pk, values, status=RunStatus.RUNNING, cancel_requested=False
+    )
+    assert changed == 1
+    stored = Run.objects.get(pk=running.pk)
+    assert (stored.content, stored.content_seq, stored.heartbeat_at) == ("partial", 7, now)
+    assert stored.session_state is None
+
+    Run.objects.filter(pk=running.pk).update(status=RunStatus.INTERRUPTED)
+    done = {"status": RunStatus.COMPLETED, "content": "late", "cost": "0.5"}
+    assert statements.update(Run, running.pk, done, status__in=["PENDING", "RUNNING"]) == 0
+    assert Run.objects.get(pk=running.pk).content == "partial", "a reaped run is not overwritten"
+
+    message = Message.objects.filter(run=running, role=Role.ASSISTANT).first()
+    calls = [{"id": "x", "function": {"name": "f", "arguments": "{}"}}]
+    assert statements.update(Message, message.pk, {"content": "", "tool_calls": calls}) == 1
+    assert Message.objects.get(pk=message.pk).tool_calls == calls

@@ -29,7 +29,6 @@ from sessions_app.models import (
     ACTIVE_STATUSES,
     Agent,
     CallKind,
-    LLMCall,
     Message,
     Role,
     Run,
@@ -762,7 +761,7 @@ def _run_tools(
     run = plan.run
     results: list[dict[str, Any]] = []
     with transaction.atomic():
-        Message.objects.filter(pk=assistant_id).update(content=text, tool_calls=asked)
+        statements.update(Message, assistant_id, {"content": text, "tool_calls": asked})
         for call in asked:
             result = tools.run_tool(run, call)
             Message.objects.create(
@@ -797,15 +796,20 @@ def _save_checkpoints(items: list[tuple[uuid.UUID, str, int]]) -> list[bool]:
     asked to stop by another process).
 
     One conditional UPDATE per run, not `bulk_update`: Django writes that as a CASE per column
-    and row, which costs it more to build than the separate statements cost to run.
+    and row, which costs it more to build than the separate statements cost to run. Their SQL
+    is made once (`statements.update`), not built by the ORM for every run and every save.
     """
     now = timezone.now()
     with transaction.atomic() if len(items) > 1 else contextlib.nullcontext():
         return [
             bool(
-                Run.objects.filter(
-                    pk=run_id, status=RunStatus.RUNNING, cancel_requested=False
-                ).update(content=content, content_seq=seq, heartbeat_at=now)
+                statements.update(
+                    Run,
+                    run_id,
+                    {"content": content, "content_seq": seq, "heartbeat_at": now},
+                    status=RunStatus.RUNNING,
+                    cancel_requested=False,
+                )
             )
             for run_id, content, seq in items
         ]
@@ -851,7 +855,7 @@ def _finish_runs(items: list[_Finish]) -> list[Run]:
             ]
             for item, run in zip(items, runs, strict=True)
         ]
-        LLMCall.objects.bulk_create([row for per_run in rows for row in per_run])
+        statements.insert([row for per_run in rows for row in per_run])
         session_ids = {run.session_id for run in runs}
         states = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "session_state"))
         outcomes = [
@@ -873,10 +877,10 @@ def _finish_runs(items: list[_Finish]) -> list[Run]:
         # another process is not overwritten.
         finished = set()
         for item, run, outcome in zip(items, runs, outcomes, strict=True):
-            if Run.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(**outcome):
+            if statements.update(Run, run.pk, outcome, status__in=ACTIVE_STATUSES):
                 finished.add(run.pk)
-            Message.objects.filter(pk=item.assistant_id).update(content=item.final_text)
-        Session.objects.filter(pk__in=session_ids).update(updated_at=now)
+            statements.update(Message, item.assistant_id, {"content": item.final_text})
+        statements.touch_sessions(list(session_ids), now)
     stored = []
     for run, outcome in zip(runs, outcomes, strict=True):
         if run.pk not in finished:  # reaped meanwhile: that record stands

@@ -32,6 +32,7 @@ from sessions_app.models import (
     ACTIVE_STATUSES,
     Agent,
     ApiToken,
+    LLMCall,
     Message,
     Role,
     Run,
@@ -145,7 +146,10 @@ class _Statements:
         self.session = _Columns(Session, "s", connection)
         self.agent = _Columns(Agent, "a", connection)
         self.message = _Columns(Message, "m", connection)
-        self.inserts = {model: _Insert(model, connection) for model in (Session, Run, Message)}
+        self.inserts = {
+            model: _Insert(model, connection) for model in (Session, Run, Message, LLMCall)
+        }
+        self.updates: dict[tuple[Any, ...], str] = {}  # made at first use, see `update`
         self.touch = (
             f"UPDATE {table(Session)} SET {col(Session, 'updated_at')} = %s "
             f"WHERE {col(Session, 'session_id')} IN ({{}})"
@@ -309,3 +313,37 @@ def touch_sessions(session_ids: Sequence[uuid.UUID], now: datetime) -> None:
     sql = _here().touch.format(_placeholders(len(session_ids)))
     with connection.cursor() as cursor:
         cursor.execute(sql, [stamp, *_uuids(Session, session_ids)])
+
+
+def update(model: type[Model], pk: Any, values: dict[str, Any], **where: Any) -> int:
+    """UPDATE one row by primary key, only while `where` holds (`field=value`, or
+    `field__in=[...]`), as `Model.objects.filter(pk=pk, **where).update(**values)` would;
+    the number of rows changed (0 when the condition no longer holds)."""
+    connection = connections["default"]
+    meta = model._meta
+    # (field name, how many values it is tested against; 0 for equality)
+    tests = [
+        (name.removesuffix("__in"), len(value) if name.endswith("__in") else 0)
+        for name, value in where.items()
+    ]
+    st = _here()
+    key = (model, tuple(values), tuple(tests))
+    sql = st.updates.get(key)
+    if sql is None:
+        q = connection.ops.quote_name
+        sets = ", ".join(f"{q(meta.get_field(name).column)} = %s" for name in values)
+        clauses = [f"{q(meta.pk.column)} = %s"] + [
+            f"{q(meta.get_field(name).column)} "
+            + (f"IN ({_placeholders(size)})" if size else "= %s")
+            for name, size in tests
+        ]
+        sql = f"UPDATE {q(meta.db_table)} SET {sets} WHERE {' AND '.join(clauses)}"
+        st.updates[key] = sql
+    params = [meta.get_field(n).get_db_prep_save(v, connection) for n, v in values.items()]
+    params.append(meta.pk.get_db_prep_value(pk, connection))
+    for (name, size), value in zip(tests, where.values(), strict=True):
+        field = meta.get_field(name)
+        params += [field.get_db_prep_value(one, connection) for one in (value if size else [value])]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
