@@ -292,8 +292,8 @@ class _EarlyRequest:
 
     The model's first piece is read ahead and held until the run starts (after the commit),
     so the user never sees an answer to a question that was not stored; the rest of the
-    stream waits in the connection. Writing the rows (a few milliseconds of ORM work) and the
-    model's time to its first token overlap instead of adding up.
+    stream waits in the connection. Writing the rows (a batch's statements) and the model's time
+    to its first token overlap instead of adding up.
     """
 
     def __init__(self, model: str, messages: list[dict[str, Any]], offered: list[Any]) -> None:
