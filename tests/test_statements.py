@@ -14,6 +14,7 @@ from django.utils import timezone
 from sessions_app.models import Agent, ApiToken, Message, Role, Run, RunStatus, Session
 from sessions_app.services import statements
 from sessions_app.services.tokens import _digest, create_token
+from tests.apiclient import stored_run
 from tests.querycount import count_queries
 
 pytestmark = pytest.mark.django_db
@@ -40,29 +41,18 @@ def _session(user, agent, **extra) -> Session:
     return Session.objects.create(user=user, agent=agent, session_name="s", **extra)
 
 
-def _run(session, position, status=RunStatus.COMPLETED, answer="a") -> Run:
-    run = Run.objects.create(
-        session=session,
-        user=session.user,
-        agent=session.agent,
-        position=position,
-        status=status,
-        input=f"question {position}",
-        content=answer,
-        cost="0.001250",
-        time_to_first_token=0.25,
-        finished_at=timezone.now(),
-    )
-    Message.objects.create(run=run, session=session, order=0, role=Role.SYSTEM, content="sys")
-    Message.objects.create(run=run, session=session, order=1, role=Role.USER, content=run.input)
-    calls = [{"id": f"c{position}", "type": "function", "function": {"name": "f"}}]
+def _run(session, status=RunStatus.COMPLETED, answer="a") -> Run:
+    """The next run of the session, stored (`stored_run`), with what history must skip or pair:
+    a system message, and a tool call with its result."""
+    run = stored_run(session, "a question", answer, status=status)
+    calls = [{"id": f"c{run.position}", "type": "function", "function": {"name": "f"}}]
+    Message.objects.create(run=run, session=session, order=2, role=Role.SYSTEM, content="sys")
     Message.objects.create(
-        run=run, session=session, order=2, role=Role.ASSISTANT, content="", tool_calls=calls
+        run=run, session=session, order=3, role=Role.ASSISTANT, content="", tool_calls=calls
     )
     Message.objects.create(
-        run=run, session=session, order=3, role=Role.TOOL, content="42", tool_call_id=f"c{position}"
+        run=run, session=session, order=4, role=Role.TOOL, content="42", tool_call_id=calls[0]["id"]
     )
-    Message.objects.create(run=run, session=session, order=4, role=Role.ASSISTANT, content=answer)
     return run
 
 
@@ -108,9 +98,9 @@ def test_sessions_come_with_their_agents_and_only_the_owners(alice, bob, agent):
 def test_run_state_is_each_sessions_last_position_and_whether_a_run_is_active(alice, agent):
     idle, busy, empty = _session(alice, agent), _session(alice, agent), _session(alice, agent)
     for position in (1, 2, 3):
-        _run(idle, position, RunStatus.ERROR if position == 2 else RunStatus.COMPLETED)
-    _run(busy, 1)
-    _run(busy, 2, RunStatus.RUNNING)
+        _run(idle, RunStatus.ERROR if position == 2 else RunStatus.COMPLETED)
+    _run(busy)
+    _run(busy, RunStatus.RUNNING)
 
     state = statements.run_state([idle.pk, busy.pk, empty.pk])
 
@@ -122,10 +112,10 @@ def test_history_is_the_messages_of_each_sessions_last_completed_runs(alice, age
     first, second = _session(alice, agent), _session(alice, agent)
     for position in range(1, 6):
         status = RunStatus.CANCELLED if position == 4 else RunStatus.COMPLETED
-        _run(first, position, status, answer=f"first {position}")
+        _run(first, status, answer=f"first {position}")
     for position in (1, 2):
-        _run(second, position, answer=f"second {position}")
-    _run(second, 3, RunStatus.RUNNING)
+        _run(second, answer=f"second {position}")
+    _run(second, RunStatus.RUNNING)
 
     with count_queries() as queries:
         found = statements.last_runs_messages([first.pk, second.pk], 2)
@@ -204,7 +194,7 @@ def test_touching_sessions_sets_their_updated_at_only(alice, agent):
 
 def test_an_update_changes_one_row_only_while_its_condition_holds(alice, agent):
     session = _session(alice, agent)
-    running = _run(session, 1, RunStatus.RUNNING)
+    running = _run(session, RunStatus.RUNNING)
     now = timezone.now()
     values = {"content": "partial", "content_seq": 7, "heartbeat_at": now, "session_state": None}
 

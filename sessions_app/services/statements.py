@@ -196,7 +196,7 @@ class _Statements:
 
 
 @cache
-def _statements(vendor: str, alias: str) -> _Statements:
+def _statements(alias: str) -> _Statements:
     return _Statements(connections[alias])
 
 
@@ -222,8 +222,7 @@ def _pairs(
 
 
 def _here(using: str = "default") -> _Statements:
-    connection = connections[using]
-    return _statements(connection.vendor, using)
+    return _statements(using)
 
 
 def _uuids(field_owner: type[Model], values: Iterable[uuid.UUID]) -> list[Any]:
