@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from project.listening import daphne_endpoint
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
@@ -140,7 +142,9 @@ class Stack:
 
     def start_daphne(self, name: str, application: str, settings: str) -> None:
         port = free_port()
-        args = ["-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port), application]
+        # Listening as `manage.py serve` does: with a queue for a burst of new connections.
+        endpoint = daphne_endpoint("127.0.0.1", port)
+        args = ["-m", "daphne", "-v", "0", "--endpoint", endpoint, application]
         self.spawn(name, args, self.env(settings), port)
 
     def stop(self, name: str) -> None:

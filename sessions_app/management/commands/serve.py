@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from project.listening import daphne_endpoint
 from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
 from sessions_app.services.liveness import reap_stale_runs
 
@@ -39,7 +40,7 @@ class Command(BaseCommand):
             from daphne.cli import CommandLineInterface
 
             CommandLineInterface().run(
-                ["--bind", host, "--port", str(port), "project.asgi:application"]
+                ["--endpoint", daphne_endpoint(host, port), "project.asgi:application"]
             )
         finally:
             if model is not None:

@@ -1,0 +1,93 @@
+"""`manage.py serve` as a deployment runs it: daphne listening with room for a burst."""
+
+from __future__ import annotations
+
+import errno
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from project.listening import LISTEN_BACKLOG, daphne_endpoint
+from sessions_app.llm.embedded import free_port
+from tests.conftest import ROOT, subprocess_env
+
+BURST = 200  # four times daphne's own default queue of 50
+
+
+def _connect_all(port: int, count: int, within: float) -> int:
+    """Start `count` connections at once; how many the kernel completed within `within` s."""
+    selector = selectors.DefaultSelector()
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            code = sock.connect_ex(("127.0.0.1", port))
+            assert code in (0, errno.EINPROGRESS)
+            socks.append(sock)
+            selector.register(sock, selectors.EVENT_WRITE)
+        done = 0
+        deadline = time.monotonic() + within
+        while done < count and (left := deadline - time.monotonic()) > 0:
+            for key, _ in selector.select(left):
+                selector.unregister(key.fileobj)
+                if key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                    done += 1
+        return done
+    finally:
+        selector.close()
+        for sock in socks:
+            sock.close()
+
+
+def test_the_endpoint_names_the_port_the_interface_and_the_queue():
+    assert daphne_endpoint("0.0.0.0", 8000) == "tcp:port=8000:interface=0.0.0.0:backlog=2048"
+    # Colons separate the description's fields, so an IPv6 address's own are escaped.
+    assert daphne_endpoint("::1", 8000) == r"tcp:port=8000:interface=\:\:1:backlog=2048"
+    assert daphne_endpoint("[::]", 80, 64) == r"tcp:port=80:interface=\:\::backlog=64"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_serve_queues_a_burst_of_connections_while_it_is_busy():
+    """A server busy with other work (here: stopped outright) accepts no connection for a
+    while. The kernel completes new ones into the listen queue meanwhile; past the queue's size
+    it drops them, and each dropped client waits a second before it tries again."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, "serve exited at start"
+            assert time.monotonic() < deadline, "serve did not answer within a minute"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        server.send_signal(signal.SIGSTOP)
+        try:
+            assert BURST < LISTEN_BACKLOG
+            assert _connect_all(port, BURST, within=0.8) == BURST
+        finally:
+            server.send_signal(signal.SIGCONT)
+        # Once it runs again, it serves as before.
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code in (200, 503)
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
