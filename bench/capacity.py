@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from bench.clients import RunResult, SSEClient, close_sockets, open_sockets
+from bench.clients import RunResult, SSEClient, close_all, close_sockets, open_sockets
 from bench.context import PROMPT, Bench, Scenario
 from bench.report import Row
 from bench.stats import p50, p95
@@ -67,12 +67,12 @@ async def _clients(bench: Bench, target: str, n: int) -> tuple[list[Runner], Clo
         ]
     elif bench.opts.capacity_transport == "sse":
         sessions, agent = bench.take(n), bench.agent(sc)
-        sse = SSEClient(bench.stack.url("parley"), bench.token, limit)
+        sses = [SSEClient(bench.stack.url("parley"), bench.token, limit) for _ in range(n)]
 
         def over_sse(i: int) -> Runner:
-            return lambda: sse.run(agent, sessions[i], PROMPT, sc.tokens, limit)
+            return lambda: sses[i].run(agent, sessions[i], PROMPT, sc.tokens, limit)
 
-        return [over_sse(i) for i in range(n)], sse.close
+        return [over_sse(i) for i in range(n)], close_all(sses)
     else:
         sessions, agent = bench.take(n), bench.agent(sc)
         sockets = await open_sockets(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +43,12 @@ def expected_tail(tokens: int) -> str:
 
 
 def _limits() -> httpx.Limits:
-    return httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    """One connection, kept while the benchmark runs: each client object is one simulated user,
+    as a browser tab or a script would be. One pool shared by a hundred streams made the load
+    generator itself slow: httpcore scans every connection in a pool, and each idle one again,
+    whenever a request starts or ends; and with httpx's five-second expiry a round reconnected
+    or not depending on how long the rounds before it had taken."""
+    return httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=None)
 
 
 class DirectClient:
@@ -234,3 +240,12 @@ async def open_sockets(
 
 async def close_sockets(sockets: list[ChatSocket]) -> None:
     await asyncio.gather(*(s.close() for s in sockets))
+
+
+def close_all(clients: list[DirectClient] | list[SSEClient]) -> Callable[[], Awaitable[None]]:
+    """How to let a list of HTTP clients go, when their figure is done with them."""
+
+    async def close() -> None:
+        await asyncio.gather(*(c.close() for c in clients))
+
+    return close

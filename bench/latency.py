@@ -20,6 +20,7 @@ from bench.clients import (
     DirectClient,
     RunResult,
     SSEClient,
+    close_all,
     close_sockets,
     open_sockets,
 )
@@ -68,20 +69,20 @@ async def _runners(
     """n independent clients of one transport, and how to let them go."""
     stack, timeout, tokens = bench.stack, scenario.timeout(), scenario.tokens
     if transport == "direct":
-        direct = DirectClient(stack.upstream_url, timeout)
+        directs = [DirectClient(stack.upstream_url, timeout) for _ in range(n)]
 
         async def run_direct(i: int) -> RunResult:
-            return await direct.run(scenario.model, PROMPT, tokens, timeout)
+            return await directs[i].run(scenario.model, PROMPT, tokens, timeout)
 
-        return [run_direct] * n, direct.close
+        return [run_direct] * n, close_all(directs)
     if transport == "sse":
-        sse = SSEClient(stack.url("parley"), bench.token, timeout)
+        sses = [SSEClient(stack.url("parley"), bench.token, timeout) for _ in range(n)]
         sessions, agent = bench.take(n), bench.agent(scenario)
 
         async def run_sse(i: int) -> RunResult:
-            return await sse.run(agent, sessions[i], PROMPT, tokens, timeout)
+            return await sses[i].run(agent, sessions[i], PROMPT, tokens, timeout)
 
-        return [run_sse] * n, sse.close
+        return [run_sse] * n, close_all(sses)
     sockets: list[ChatSocket]
     watched: list[str] | None = None
     if transport == "ws":
