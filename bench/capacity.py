@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from bench.clients import RunResult, SSEClient, close_all, close_sockets, open_sockets
+from bench.clients import (
+    RunResult,
+    SSEClient,
+    close_all,
+    close_sockets,
+    connect_all,
+    open_sockets,
+)
 from bench.context import PROMPT, Bench, Scenario
 from bench.report import Row
 from bench.stats import p50, p95
@@ -68,6 +75,7 @@ async def _clients(bench: Bench, target: str, n: int) -> tuple[list[Runner], Clo
     elif bench.opts.capacity_transport == "sse":
         sessions, agent = bench.take(n), bench.agent(sc)
         sses = [SSEClient(bench.stack.url("parley"), bench.token, limit) for _ in range(n)]
+        await connect_all(sses)
 
         def over_sse(i: int) -> Runner:
             return lambda: sses[i].run(agent, sessions[i], PROMPT, sc.tokens, limit)

@@ -60,6 +60,11 @@ class DirectClient:
             base_url=base_url, api_key="bench", max_retries=0, http_client=self.http
         )
 
+    async def connect(self) -> None:
+        """Open the connection (and whatever `openai` sets up on first use) before the first
+        recorded run, as the WebSocket clients open their sockets."""
+        await self.client.models.list()
+
     async def run(self, model: str, prompt: str, tokens: int, limit: float) -> RunResult:
         result = RunResult()
         started = time.perf_counter()
@@ -102,6 +107,11 @@ class SSEClient:
             limits=_limits(),
             timeout=timeout,
         )
+
+    async def connect(self) -> None:
+        """Open the connection before the first recorded run, as `DirectClient.connect`."""
+        response = await self.http.get("/api/agents")
+        response.raise_for_status()
 
     async def run(
         self, agent_id: str, session_id: str, prompt: str, tokens: int, limit: float
@@ -240,6 +250,10 @@ async def open_sockets(
 
 async def close_sockets(sockets: list[ChatSocket]) -> None:
     await asyncio.gather(*(s.close() for s in sockets))
+
+
+async def connect_all(clients: list[DirectClient] | list[SSEClient]) -> None:
+    await asyncio.gather(*(c.connect() for c in clients))
 
 
 def close_all(clients: list[DirectClient] | list[SSEClient]) -> Callable[[], Awaitable[None]]:

@@ -22,6 +22,7 @@ from bench.clients import (
     SSEClient,
     close_all,
     close_sockets,
+    connect_all,
     open_sockets,
 )
 from bench.context import PROMPT, Bench, Scenario
@@ -70,6 +71,7 @@ async def _runners(
     stack, timeout, tokens = bench.stack, scenario.timeout(), scenario.tokens
     if transport == "direct":
         directs = [DirectClient(stack.upstream_url, timeout) for _ in range(n)]
+        await connect_all(directs)
 
         async def run_direct(i: int) -> RunResult:
             return await directs[i].run(scenario.model, PROMPT, tokens, timeout)
@@ -77,6 +79,7 @@ async def _runners(
         return [run_direct] * n, close_all(directs)
     if transport == "sse":
         sses = [SSEClient(stack.url("parley"), bench.token, timeout) for _ in range(n)]
+        await connect_all(sses)
         sessions, agent = bench.take(n), bench.agent(scenario)
 
         async def run_sse(i: int) -> RunResult:
