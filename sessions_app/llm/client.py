@@ -27,6 +27,7 @@ try:  # the HTTP library `openai` reads streams with: httpx2 in recent releases,
     _HTTP_MODULES: tuple[Any, ...] = (httpx, httpx2)
 except ImportError:  # pragma: no cover - depends on the installed openai
     _HTTP_MODULES = (httpx,)
+_HTTP = _HTTP_MODULES[-1]  # the one `openai` sends with
 _TIMEOUT_ERRORS = tuple(m.TimeoutException for m in _HTTP_MODULES)
 _TRANSPORT_ERRORS = tuple(m.TransportError for m in _HTTP_MODULES)
 
@@ -132,7 +133,7 @@ def _tls_context() -> ssl.SSLContext:
     tens of milliseconds, on the event loop, for every new client."""
     global _tls
     if _tls is None:
-        _tls = _HTTP_MODULES[-1].create_ssl_context()
+        _tls = _HTTP.create_ssl_context()
     return _tls
 
 
@@ -260,7 +261,7 @@ async def stream_chat(
     try:
         with client_for_request() as client:
             response = await client.post(
-                "/chat/completions", cast_to=httpx.Response, body=body, stream=True
+                "/chat/completions", cast_to=_HTTP.Response, body=body, stream=True
             )
             try:
                 async for chunk in _sse_json(response.aiter_lines()):
