@@ -6,8 +6,6 @@ inside the services, and every exception becomes {"detail": ...} in api_errors.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import uuid
 from typing import Any
 
@@ -46,7 +44,6 @@ from sessions_app.services import agents as agent_service
 from sessions_app.services import feedback, metrics, runs
 from sessions_app.services import sessions as session_service
 from sessions_app.services.access import get_agent_for_user, get_run_for_user, get_session_for_user
-from sessions_app.services.tokens import TokenClaim
 
 # What any authenticated call may answer besides success; writes add 400 (a body that is not
 # JSON) and 403 (CSRF, staff only).
@@ -166,24 +163,6 @@ def list_session_messages(
 # -- runs ------------------------------------------------------------------------------------
 
 
-async def _start_detached(user: User | TokenClaim, payload: RunIn) -> runs.RunHandle:
-    """start_run, in a task with a fresh context that the engine's task then inherits.
-
-    The request's context holds its thread-sensitive context (its request thread), which ends
-    with the response: a run inheriting it would fail at its next database call while still
-    streaming.
-    """
-    start = runs.start_run(
-        user,
-        payload.input,
-        agent_id=payload.agent_id,
-        session_id=payload.session_id,
-        session_state=payload.session_state,
-    )
-    # Shielded: a client leaving mid-start must not leave a created run without its task.
-    return await asyncio.shield(asyncio.create_task(start, context=contextvars.Context()))
-
-
 async def _run_out(run_id: uuid.UUID) -> Run:
     # RunOut reads run.user; loaded here because lazy loading is not allowed in async code.
     return await Run.objects.select_related("user").aget(pk=run_id)
@@ -212,8 +191,16 @@ SSE_DOC = {
 async def create_run(request: HttpRequest, payload: RunIn) -> Any:
     """Run the agent: Agno's `agent.run(input, session_id=...)`. Without `session_id` a new
     session is created. A client that disconnects does not stop the run; cancel does."""
-    # A signed-in user, or a bearer token checked as the run is created (RUN_AUTH).
-    handle = await _start_detached(request.auth, payload)  # type: ignore[attr-defined]
+    # A signed-in user, or a bearer token checked as the run is created (RUN_AUTH). The run's
+    # work runs in tasks of the engine's own, in fresh contexts: not in this request's, whose
+    # thread ends with the response. A client leaving before the run starts only stops waiting.
+    handle = await runs.start_run(
+        request.auth,  # type: ignore[attr-defined]
+        payload.input,
+        agent_id=payload.agent_id,
+        session_id=payload.session_id,
+        session_state=payload.session_state,
+    )
     if payload.stream:
         return sse.event_stream(handle)
     finished = await handle.wait()

@@ -73,6 +73,16 @@ class ASGIClient:
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> StreamedResponse:
         """Send a request and wait for the status line; the body is read on demand."""
+        communicator = await self.send(method, path, body, headers)
+        start = await communicator.receive_output(timeout=30)
+        assert start["type"] == "http.response.start", start
+        response_headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+        return StreamedResponse(start["status"], response_headers, communicator)
+
+    async def send(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> ApplicationCommunicator:
+        """Send a request without waiting for any answer."""
         url = urlsplit(path)
         data = json.dumps(body).encode() if body is not None else b""
         all_headers = {"host": "testserver", **self.headers, **(headers or {})}
@@ -95,10 +105,7 @@ class ASGIClient:
         }
         communicator = ApplicationCommunicator(application, scope)
         await communicator.send_input({"type": "http.request", "body": data})
-        start = await communicator.receive_output(timeout=30)
-        assert start["type"] == "http.response.start", start
-        response_headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
-        return StreamedResponse(start["status"], response_headers, communicator)
+        return communicator
 
     async def request(self, method: str, path: str, body: Any = None) -> StreamedResponse:
         response = await self.open(method, path, body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
 
 import pytest
@@ -12,6 +13,7 @@ from django.test import Client
 
 from sessions_app import sse
 from sessions_app.models import Agent, Run, RunStatus, Session
+from sessions_app.services import runs
 from tests.apiclient import asgi_client, default_agent, read_events
 from tests.asgiclient import ASGIClient
 from tests.upstream import Reply
@@ -280,6 +282,31 @@ async def test_a_client_that_disconnects_does_not_stop_the_run(as_alice, agent, 
     run = await wait_for_status(run_id, RunStatus.COMPLETED, RunStatus.ERROR, RunStatus.CANCELLED)
     assert run.status == RunStatus.COMPLETED
     assert run.content == "".join(f"tok{i} " for i in range(20))
+
+
+async def test_a_client_that_leaves_while_its_run_is_created_still_gets_it_answered(
+    as_alice, agent, upstream
+):
+    """The question was stored, so its answer is owed: a client gone before the response
+    started does not leave a run without the task that answers it."""
+    upstream.script(Reply("answered anyway"))
+    gate = threading.Event()
+    # The database thread all run creation shares is held, so the run is asked for but not yet
+    # created when the client leaves.
+    held = asyncio.ensure_future(sync_to_async(gate.wait, thread_sensitive=True)(10))
+    communicator = await as_alice.send("POST", "/api/runs", {"input": "hello", "stream": True})
+    deadline = asyncio.get_running_loop().time() + 5
+    while not any(batcher.worker for batcher in runs._batchers.values()):
+        assert asyncio.get_running_loop().time() < deadline, "the run was never asked for"
+        await asyncio.sleep(0.01)
+    await communicator.send_input({"type": "http.disconnect"})
+    await communicator.wait(timeout=5)  # the request is over, and nothing was sent back
+    assert communicator.output_queue.empty()
+    gate.set()
+    assert await held
+    run = await Run.objects.aget()
+    run = await wait_for_status(run.run_id, RunStatus.COMPLETED, RunStatus.ERROR)
+    assert (run.status, run.content) == (RunStatus.COMPLETED, "answered anyway")
 
 
 async def test_a_silent_model_gets_keep_alive_comments(as_alice, agent, upstream, monkeypatch):
