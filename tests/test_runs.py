@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -517,6 +518,35 @@ async def test_a_run_that_could_not_be_stored_closes_its_early_request(alice, ag
     assert await Run.objects.acount() == 0 and await Session.objects.acount() == 0
     assert await sync_to_async(upstream.wait_until)(lambda: upstream.disconnects == 1)
     assert runs.active_run_ids() == []
+
+
+async def test_a_streaming_answer_pauses_while_another_run_is_being_started(
+    alice, agent, upstream, settings, monkeypatch
+):
+    """New runs first: while another run's rows are being written, an answer already streaming
+    stops reading the model (for GIVE_WAY at most), then goes on and arrives whole."""
+    settings.PARLEY_CHECKPOINT_INTERVAL = 60.0  # no save of its own meets the held thread
+    monkeypatch.setattr(runs, "GIVE_WAY", 10.0)
+    upstream.script(Reply(tokens=1000, delay=0.005), Reply("The second answer."))
+    first = await runs.start_run(alice, "a long answer, please")
+    events = first.events()
+    assert [(await anext(events))["event"] for _ in range(2)] == ["RunStarted", "RunContent"]
+
+    gate = threading.Event()  # holds the database thread, so the next run stays unwritten
+    held = asyncio.ensure_future(sync_to_async(gate.wait, thread_sensitive=True)(10))
+    second = asyncio.ensure_future(runs.start_run(alice, "and another"))
+    shown, deadline = "", asyncio.get_running_loop().time() + 3
+    while shown != (shown := first.stream.content_so_far()) or not shown:
+        assert asyncio.get_running_loop().time() < deadline, "the first answer kept streaming"
+        await asyncio.sleep(0.15)
+    await asyncio.sleep(0.3)
+    assert first.stream.content_so_far() == shown and not first.stream.finished
+    gate.set()
+    assert await held
+    second_run = await (await second).wait()
+    first_run = await first.wait()
+    assert second_run.content == "The second answer."
+    assert first_run.content == "".join(f"tok{i} " for i in range(1000))
 
 
 def test_pieces_grow_further_apart_as_a_process_streams_more_answers(settings):

@@ -91,10 +91,12 @@ class _Batcher:
         fn: Callable[[list[Any]], list[Any]],
         then: Callable[[Any], Any] | None = None,
         after: Callable[[], None] | None = None,
+        tracker: _Starts | None = None,
     ) -> None:
         self.fn = fn
         self.then = then
         self.after = after  # on the event loop once each batch's outcomes are handed out
+        self.tracker = tracker  # told while each batch is in the thread
         self.waiting: list[tuple[Any, asyncio.Future[Any]]] = []
         self.worker: asyncio.Task[None] | None = None
 
@@ -109,6 +111,8 @@ class _Batcher:
         try:
             while self.waiting:
                 batch, self.waiting = self.waiting[: self.LIMIT], self.waiting[self.LIMIT :]
+                if self.tracker is not None:
+                    self.tracker.add(batch)
                 try:
                     outcomes = await _in_db_thread(self.fn)([item for item, _ in batch])
                 except asyncio.CancelledError:
@@ -118,6 +122,9 @@ class _Batcher:
                     raise
                 except Exception as exc:
                     outcomes = [exc] * len(batch)
+                finally:
+                    if self.tracker is not None:
+                        self.tracker.done(batch)
                 try:
                     for (_, future), outcome in zip(batch, outcomes, strict=True):
                         if isinstance(outcome, Exception):
@@ -137,13 +144,44 @@ class _Batcher:
             self.worker = None
 
 
+class _Starts:
+    """Runs being started in one event loop: a batch of them being written (keyed by the
+    batch), or launched and waiting for the model's first piece (keyed by run id). Each time
+    some begin after none were, a new round."""
+
+    def __init__(self) -> None:
+        self.keys: set[int | uuid.UUID] = set()
+        self.round = 0
+        self.none = asyncio.Event()
+        self.none.set()
+
+    def add(self, key: object) -> None:
+        if not self.keys:
+            self.round += 1
+            self.none.clear()
+        self.keys.add(key if isinstance(key, uuid.UUID) else id(key))
+
+    def done(self, key: object) -> None:
+        self.keys.discard(key if isinstance(key, uuid.UUID) else id(key))
+        if not self.keys:
+            self.none.set()
+
+    async def wait(self, limit: float) -> None:
+        """Until none are starting, `limit` seconds at most."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(limit):
+                await self.none.wait()
+
+
 _batchers: dict[tuple[int, str], _Batcher] = {}
+_starts: dict[int, _Starts] = {}
 
 
 def _batcher(
     fn: Callable[[list[Any]], list[Any]],
     then: Callable[[Any], Any] | None = None,
     after: Callable[[], None] | None = None,
+    tracker: _Starts | None = None,
 ) -> _Batcher:
     """One per event loop and function (tests run several loops in one process)."""
     key = (id(asyncio.get_running_loop()), fn.__name__)
@@ -151,8 +189,22 @@ def _batcher(
     if batcher is None:
         for stale in [k for k in _batchers if k[0] != key[0]]:
             del _batchers[stale]
-        batcher = _batchers[key] = _Batcher(fn, then, after)
+        batcher = _batchers[key] = _Batcher(fn, then, after, tracker)
     return batcher
+
+
+def _starting() -> _Starts:
+    """This event loop's runs being started."""
+    loop_id = id(asyncio.get_running_loop())
+    starts = _starts.get(loop_id)
+    if starts is None:
+        _starts.clear()
+        starts = _starts[loop_id] = _Starts()
+    return starts
+
+
+def _creator() -> _Batcher:
+    return _batcher(_create_runs, then=_launch, after=_drop_unclaimed_requests, tracker=_starting())
 
 
 class RunConflict(Exception):
@@ -246,7 +298,7 @@ async def start_run(
     # about eight queries, most of their time spent by Django building SQL: a hundred users
     # pressing Send in the same second would queue a thousand of them on the one thread all
     # database work shares, and the last would wait seconds for its first token.
-    creator = _batcher(_create_runs, then=_launch, after=_drop_unclaimed_requests)
+    creator = _creator()
     ask = _Ask(user, text, agent_id, session_id, session_state, asyncio.get_running_loop())
     return await creator.submit(ask)
 
@@ -273,6 +325,10 @@ def _launch(plan: _Plan) -> RunHandle:
     handle = RunHandle(run.run_id, run.session_id, stream, task)
     _active[run.run_id] = _Active(handle)
     _launching.discard(run.run_id)
+    # Starting until its first piece (see _generate), or its end if none comes.
+    starts = _starting()
+    starts.add(run.run_id)
+    task.add_done_callback(lambda _: starts.done(run.run_id))
     liveness.ensure_heartbeat()
     return handle
 
@@ -613,6 +669,8 @@ class _Call:
 MAX_TOOL_ROUNDS = 5
 # Longest stretch (s) the engine parses a fast upstream's deltas before letting others run.
 YIELD_EVERY = 0.005
+# Longest pause (s) of a streaming answer while other runs are being started (see _generate).
+GIVE_WAY = 0.05
 
 
 async def _generate(
@@ -630,6 +688,13 @@ async def _generate(
     last_yield = 0.0  # the first delta yields at once, so its piece goes out before the next
     assistant_id = plan.assistant_message_id
     round_text: list[str] = []
+    # New runs first. While others are being started (written, or waiting for the model's
+    # first piece), an answer that has its first piece pauses, once per round of starts and
+    # briefly, instead of parsing on in its turns: with a hundred fast answers streaming, each
+    # of the few loop turns a starting run needs came after every stream's 5 ms slice, and the
+    # last runs of a burst had their first tokens 300 ms after the others.
+    starts = _starting()
+    gave_way = 0
     try:
         for round_number in range(MAX_TOOL_ROUNDS + 1):
             round_text = []
@@ -650,9 +715,13 @@ async def _generate(
                             call_first = now - call_started
                             if first_token is None:
                                 first_token = now - started
+                                starts.done(run.run_id)
                         parts.append(item.content)
                         round_text.append(item.content)
                         coalescer.add(item.content)
+                        if starts.keys and gave_way != starts.round:
+                            gave_way = starts.round
+                            await starts.wait(GIVE_WAY)
                         # Per delta only a clock read: a fast upstream sends thousands a second.
                         now = time.monotonic()
                         if now >= next_checkpoint:
