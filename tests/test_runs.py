@@ -549,6 +549,32 @@ async def test_a_streaming_answer_pauses_while_another_run_is_being_started(
     assert first_run.content == "".join(f"tok{i} " for i in range(1000))
 
 
+async def test_a_piece_held_back_counts_as_sent_when_its_interval_was_up(settings):
+    """A model streaming at the coalescing interval's own pace does not fall behind: a piece
+    whose timer ran late counts as sent when it was due, so the next one, an interval later,
+    goes out at once instead of waiting a little longer each time."""
+    settings.PARLEY_COALESCE_INTERVAL = 0.05
+    clock = [100.0]
+    published: list[str] = []
+
+    class Stream:
+        def publish(self, kind: str, *, content: str) -> None:
+            published.append(content)
+
+    coalescer = runs._Coalescer(Stream())  # type: ignore[arg-type]
+    coalescer.clock = lambda: clock[0]  # the engine's clock, moved by hand; the loop's runs on
+    coalescer.add("a")  # the first piece goes out at once
+    clock[0] = 100.049
+    coalescer.add("b")  # 1 ms short of the interval: held until 100.050
+    assert published == ["a"]
+    clock[0] = 100.056  # the timer runs 6 ms late
+    await asyncio.sleep(0.05)
+    assert published == ["a", "b"]
+    clock[0] = 100.101  # an interval (and a little) after "b" was due
+    coalescer.add("c")
+    assert published == ["a", "b", "c"]
+
+
 def test_pieces_grow_further_apart_as_a_process_streams_more_answers(settings):
     settings.PARLEY_COALESCE_INTERVAL = 0.05
     settings.PARLEY_COALESCE_RUNS = 50

@@ -623,34 +623,41 @@ def checkpoint_interval(streaming: int) -> float:
 
 
 class _Coalescer:
-    """Publishes the first delta at once, then at most one merged piece per interval."""
+    """Publishes the first delta at once, then at most one merged piece per interval.
+
+    A piece held back goes out when its interval is up, and counts as sent then, not when the
+    timer ran (a little later, always): counted from the timer, a model streaming at about the
+    interval's own pace found every interval a fraction short, each piece waited a little
+    longer than the one before, and the answer fell behind the model by up to an interval.
+    """
 
     def __init__(self, stream: streams.RunStream) -> None:
         self.stream = stream
         self.pending: list[str] = []
         self.last_flush: float | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.clock = time.monotonic
 
     def add(self, piece: str) -> None:
         self.pending.append(piece)
         if self.timer is not None:
             return
-        now = time.monotonic()
+        now = self.clock()
         interval = coalesce_interval(len(_active))
         if self.last_flush is None or now - self.last_flush >= interval:
             self.flush()
         else:
-            delay = interval - (now - self.last_flush)
-            self.timer = asyncio.get_running_loop().call_later(delay, self.flush)
+            due = self.last_flush + interval
+            self.timer = asyncio.get_running_loop().call_later(due - now, self.flush, due)
 
-    def flush(self) -> None:
+    def flush(self, due: float | None = None) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
         if self.pending:
             self.stream.publish("RunContent", content="".join(self.pending))
             self.pending = []
-            self.last_flush = time.monotonic()
+            self.last_flush = self.clock() if due is None else due
 
 
 @dataclass
