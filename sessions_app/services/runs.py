@@ -14,7 +14,7 @@ import contextvars
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
@@ -91,12 +91,13 @@ class _Batcher:
         fn: Callable[[list[Any]], list[Any]],
         then: Callable[[Any], Any] | None = None,
         after: Callable[[], None] | None = None,
-        tracker: _Starts | None = None,
+        tracked: bool = False,
     ) -> None:
         self.fn = fn
         self.then = then
         self.after = after  # on the event loop once each batch's outcomes are handed out
-        self.tracker = tracker  # told while each batch is in the thread
+        # With `tracked`, each batch counts as being started while it is in the thread.
+        self.tracker = _Starts() if tracked else None
         self.waiting: list[tuple[Any, asyncio.Future[Any]]] = []
         self.worker: asyncio.Task[None] | None = None
 
@@ -112,7 +113,7 @@ class _Batcher:
             while self.waiting:
                 batch, self.waiting = self.waiting[: self.LIMIT], self.waiting[self.LIMIT :]
                 if self.tracker is not None:
-                    self.tracker.add(batch)
+                    self.tracker.add(self)  # one batch at a time is in the thread
                 try:
                     outcomes = await _in_db_thread(self.fn)([item for item, _ in batch])
                 except asyncio.CancelledError:
@@ -124,7 +125,7 @@ class _Batcher:
                     outcomes = [exc] * len(batch)
                 finally:
                     if self.tracker is not None:
-                        self.tracker.done(batch)
+                        self.tracker.done(self)
                 try:
                     for (_, future), outcome in zip(batch, outcomes, strict=True):
                         if isinstance(outcome, Exception):
@@ -145,24 +146,24 @@ class _Batcher:
 
 
 class _Starts:
-    """Runs being started in one event loop: a batch of them being written (keyed by the
-    batch), or launched and waiting for the model's first piece (keyed by run id). Each time
+    """Runs being started in one event loop: a batch of them being written (keyed by its
+    batcher), or launched and waiting for the model's first piece (keyed by run id). Each time
     some begin after none were, a new round."""
 
     def __init__(self) -> None:
-        self.keys: set[int | uuid.UUID] = set()
+        self.keys: set[Hashable] = set()
         self.round = 0
         self.none = asyncio.Event()
         self.none.set()
 
-    def add(self, key: object) -> None:
+    def add(self, key: Hashable) -> None:
         if not self.keys:
             self.round += 1
             self.none.clear()
-        self.keys.add(key if isinstance(key, uuid.UUID) else id(key))
+        self.keys.add(key)
 
-    def done(self, key: object) -> None:
-        self.keys.discard(key if isinstance(key, uuid.UUID) else id(key))
+    def done(self, key: Hashable) -> None:
+        self.keys.discard(key)
         if not self.keys:
             self.none.set()
 
@@ -174,14 +175,13 @@ class _Starts:
 
 
 _batchers: dict[tuple[int, str], _Batcher] = {}
-_starts: dict[int, _Starts] = {}
 
 
 def _batcher(
     fn: Callable[[list[Any]], list[Any]],
     then: Callable[[Any], Any] | None = None,
     after: Callable[[], None] | None = None,
-    tracker: _Starts | None = None,
+    tracked: bool = False,
 ) -> _Batcher:
     """One per event loop and function (tests run several loops in one process)."""
     key = (id(asyncio.get_running_loop()), fn.__name__)
@@ -189,22 +189,19 @@ def _batcher(
     if batcher is None:
         for stale in [k for k in _batchers if k[0] != key[0]]:
             del _batchers[stale]
-        batcher = _batchers[key] = _Batcher(fn, then, after, tracker)
+        batcher = _batchers[key] = _Batcher(fn, then, after, tracked)
     return batcher
 
 
-def _starting() -> _Starts:
-    """This event loop's runs being started."""
-    loop_id = id(asyncio.get_running_loop())
-    starts = _starts.get(loop_id)
-    if starts is None:
-        _starts.clear()
-        starts = _starts[loop_id] = _Starts()
-    return starts
-
-
 def _creator() -> _Batcher:
-    return _batcher(_create_runs, then=_launch, after=_drop_unclaimed_requests, tracker=_starting())
+    return _batcher(_create_runs, then=_launch, after=_drop_unclaimed_requests, tracked=True)
+
+
+def _starting() -> _Starts:
+    """This event loop's runs being started: kept by its creation batcher."""
+    starts = _creator().tracker
+    assert starts is not None
+    return starts
 
 
 class RunConflict(Exception):
