@@ -95,6 +95,20 @@ def test_sessions_come_with_their_agents_and_only_the_owners(alice, bob, agent):
     assert loaded.agent.session_state == {"mood": "calm", "list": [1, 2]}
 
 
+def test_agents_come_as_the_orm_loads_them(agent):
+    other = Agent.objects.create(name="Other", model="n", num_history_messages=4)
+
+    found = statements.agents([agent.pk, other.pk, uuid.uuid4()])
+
+    orm = {a.pk: fields(a) for a in Agent.objects.filter(pk__in=[agent.pk, other.pk])}
+    assert {a.pk: fields(a) for a in found} == orm, "an unknown id is absent; values as the ORM's"
+    assert next(a for a in found if a.pk == agent.pk).session_state == {
+        "mood": "calm",
+        "list": [1, 2],
+    }
+    assert statements.agents([]) == []
+
+
 def test_run_state_is_each_sessions_last_position_and_whether_a_run_is_active(alice, agent):
     idle, busy, empty = _session(alice, agent), _session(alice, agent), _session(alice, agent)
     for position in (1, 2, 3):

@@ -93,10 +93,12 @@ def get_agent_for_user(user: User, agent_id: Any = None, *, loaded: Agent | None
     wanted = _uuid(agent_id)
     if loaded is not None and loaded.pk == wanted:
         return loaded
-    try:
-        return Agent.objects.get(pk=wanted)
-    except Agent.DoesNotExist as exc:
-        raise NotFound from exc
+    # Written as SQL (see statements): a run naming another agent than its session's looks it
+    # up on the way to its first token.
+    found = statements.agents([wanted])
+    if not found:
+        raise NotFound
+    return found[0]
 
 
 def default_agent() -> Agent:

@@ -1,6 +1,7 @@
 """The statements that start, save and finish a run, written as SQL once per database.
 
-Starting a run reads the token's user, the session with its agent, the session's last position
+Starting a run reads the token's user, the session with its agent (and the agent the run names,
+when that is another), the session's last position
 and whether a run is active in it, and the history the model is sent; then it writes the run,
 its two messages (and a new session), and bumps the session's date. Through the ORM each of
 those cost 0.5 to 4 ms of CPU building and compiling its statement (the history's window query
@@ -166,6 +167,10 @@ class _Statements:
             f"ON a.{col(Agent, 'agent_id')} = s.{col(Session, 'agent')} "
             f"WHERE s.{col(Session, 'session_id')} IN ({{}})"
         )
+        self.agents = (
+            f"SELECT {self.agent.sql} FROM {table(Agent)} a "
+            f"WHERE a.{col(Agent, 'agent_id')} IN ({{}})"
+        )
         self.owned = f" AND s.{col(Session, 'user')} = %s"
         run_session, position, status = (
             col(Run, "session"),
@@ -259,6 +264,16 @@ def sessions_with_agents(session_ids: Sequence[uuid.UUID], owner: User | None) -
         session.agent = agent
         found.append(session)
     return found
+
+
+def agents(agent_ids: Sequence[uuid.UUID]) -> list[Agent]:
+    """The agents with these ids (a run may name another agent than its session's)."""
+    if not agent_ids:
+        return []
+    st = _here()
+    sql = st.agents.format(_placeholders(len(agent_ids)))
+    connection, rows = _execute(sql, _uuids(Agent, agent_ids))
+    return [st.agent.load(row, 0, connection) for row in rows]
 
 
 def run_state(session_ids: Sequence[uuid.UUID]) -> dict[Any, tuple[int, bool]]:
