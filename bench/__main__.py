@@ -7,6 +7,7 @@ import asyncio
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -70,6 +71,20 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     return opts, args
 
 
+def cpu_check() -> float:
+    """Milliseconds this machine takes for a fixed piece of pure Python (median of five).
+
+    Machines of one kind here run the same code two to three times faster or slower than each
+    other; every absolute figure of a run carries that along, the ratios much less. Printed with
+    the table, so two tables can be told apart by their machines before their code."""
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        sum(i * i for i in range(1_000_000))
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
 def _selected(opts: Options) -> list[str]:
     return [name for name in FIGURES if not opts.only or name in opts.only]
 
@@ -129,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     started = time.monotonic()
     load_before = os.getloadavg()[0]
+    check = cpu_check()
     stack = Stack(db=opts.db, redis=opts.redis)
     bench = Bench(opts=opts, stack=stack)
     profiler: subprocess.Popen[bytes] | None = None
@@ -156,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     # Other work on the machine shows in latencies (not in CPU per run): say how busy it was.
     bench.note(
         f"load average (1 min) {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
+        f"; CPU check (sum of a million squares, pure Python) {check:.0f} ms"
     )
     bench.note(
         f"{command.strip()} · {os.cpu_count()} cores · {platform.python_implementation()} "
