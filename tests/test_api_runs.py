@@ -145,6 +145,24 @@ async def test_a_run_can_name_another_agent_and_pass_session_state(as_alice, age
     assert upstream.requests[-1]["messages"][0] == {"role": "system", "content": "User: Alice"}
 
 
+async def test_a_run_in_a_session_can_name_another_agent_but_not_an_unknown_one(
+    as_alice, agent, upstream
+):
+    first = (await post(as_alice, "/api/runs", {"input": "hi"})).json()
+    coder = await Agent.objects.acreate(name="Coder", model="scripted-coder")
+    in_session = {"input": "again", "session_id": first["session_id"]}
+
+    unknown = await post(as_alice, "/api/runs", {**in_session, "agent_id": str(uuid.uuid4())})
+    assert unknown.status_code == 404 and unknown.json() == {"detail": "Not found."}
+    assert await Run.objects.acount() == 1, "nothing is stored for a refused run"
+
+    named = await post(as_alice, "/api/runs", {**in_session, "agent_id": str(coder.agent_id)})
+    body = named.json()
+    assert body["agent_id"] == str(coder.agent_id) and body["model"] == "scripted-coder"
+    assert body["session_id"] == first["session_id"] and body["status"] == "COMPLETED"
+    assert upstream.requests[-1]["model"] == "scripted-coder"
+
+
 async def test_an_upstream_failure_answers_502_and_keeps_the_run_as_error(
     as_alice, agent, upstream
 ):
