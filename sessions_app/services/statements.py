@@ -1,14 +1,14 @@
 """The statements that start, save and finish a run, written as SQL once per database.
 
 Starting a run reads the token's user, the session with its agent (and the agent the run names,
-when that is another), the session's last position
-and whether a run is active in it, and the history the model is sent; then it writes the run,
-its two messages (and a new session), and bumps the session's date. Through the ORM each of
-those cost 0.5 to 4 ms of CPU building and compiling its statement (the history's window query
-the most), against 0.1 ms for the database to run it: together more than everything else
-Parley adds to the first token, and at a hundred users pressing Send at once, seconds of the
-one thread all database work shares. A streaming run's checkpoints and its finish are
-conditional UPDATEs of the same kind, up to fifty a second under load (PARLEY_COALESCE_RUNS).
+when that is another), the session's last position and whether a run is active in it, and the
+history the model is sent; then it writes the run, its two messages (and a new session), and bumps
+the session's date. Through the ORM each of those cost 0.5 to 4 ms of CPU building and compiling
+its statement (the history's window query the most), against 0.1 ms for the database to run it:
+together more than everything else Parley adds to the first token, and at a hundred users pressing
+Send at once, seconds of the one thread all database work shares. A streaming run's checkpoints and
+its finish are conditional UPDATEs of the same kind, up to fifty a second under load
+(PARLEY_COALESCE_RUNS).
 
 Here each statement's text is made once per database, from the models' own table and column
 names. Rows read become model instances the way the ORM's iterator makes them (Django's
