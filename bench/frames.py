@@ -15,7 +15,8 @@ async def run(bench: Bench) -> None:
             continue
         series = bench.shared.get(("latency", scenario.name, 1))
         if series is None:
-            series = await latency.measure(bench, ("ws", "naive"), scenario, 1, 1, warmup=True)
+            pair = ("ws", "naive")
+            series = await latency.measure(bench, pair, scenario, 1, 1, warmup=pair)
         mine, ref = series["ws"].ok, series["naive"].ok
         if not mine or not ref:
             bench.note(f"fig 5 · {scenario.name}: no completed runs to count frames of.")

@@ -151,13 +151,13 @@ async def measure(
     scenario: Scenario,
     clients: int,
     rounds: int,
-    warmup: bool | tuple[str, ...],
+    warmup: tuple[str, ...],
     bar: tqdm | None = None,
 ) -> dict[str, Series]:
     """`rounds` rounds; in each, every transport in turn runs one batch (`clients` runs at
     once). Interleaving the transports round by round spreads any outside load over all of
     them alike, instead of on whichever happened to run at that moment (see `round_order`).
-    `warmup`: one unrecorded batch first, of every transport (True) or of those named."""
+    `warmup`: the transports that run one unrecorded batch first."""
     series = {t: Series() for t in transports}
     runners: dict[str, list[Runner]] = {}
     closers: list[Callable[[], Awaitable[None]]] = []
@@ -165,8 +165,7 @@ async def measure(
         for transport in transports:
             runners[transport], close = await _runners(bench, transport, scenario, clients)
             closers.append(close)
-        warm = transports if warmup is True else warmup or ()
-        for transport in warm:  # connection pools, first-use code paths; not recorded
+        for transport in warmup:  # connection pools, first-use code paths; not recorded
             await _batch(runners[transport])
         for r in range(rounds):
             for transport in round_order(transports, r):
@@ -278,7 +277,7 @@ def _rows(
 PARLEY_ONLY = ("sse", "ws")
 
 
-def plan(bench: Bench) -> list[tuple[Scenario, int, int, bool | tuple[str, ...]]]:
+def plan(bench: Bench) -> list[tuple[Scenario, int, int, tuple[str, ...]]]:
     """(scenario, clients, rounds, warm-up) in the order they run: fast ones first, so the
     paced ones find warm connection pools. --quick is a smoke run: fewer, shorter, smaller."""
     quick = bench.opts.quick
@@ -287,9 +286,9 @@ def plan(bench: Bench) -> list[tuple[Scenario, int, int, bool | tuple[str, ...]]
     n = min(bench.opts.clients, 50) if quick else bench.opts.clients
     # An even number of rounds, so SSE and WS each go first in half of them (see round_order).
     return [
-        (fast, 1, 4 if quick else 20, True),
-        (fast, n, 1 if quick else 2, not quick),
-        (paced, 1, 1 if quick else 4, False),
+        (fast, 1, 4 if quick else 20, TRANSPORTS),
+        (fast, n, 1 if quick else 2, () if quick else TRANSPORTS),
+        (paced, 1, 1 if quick else 4, ()),
         (paced, n, 1 if quick else 2, () if quick else PARLEY_ONLY),
     ]
 
