@@ -40,7 +40,12 @@ class Series:
 
     results: list[RunResult] = field(default_factory=list)
     throughputs: list[float] = field(default_factory=list)  # tokens/s of each concurrent batch
-    cpu: float = 0.0  # CPU seconds the serving process used during the recorded rounds
+    # CPU seconds used during the recorded rounds by the process doing this transport's work
+    # (the server's; for Direct this process's, which reads the upstream itself), and by the
+    # upstream.
+    cpu: float = 0.0
+    upstream_cpu: float = 0.0
+    wall: float = 0.0  # seconds the recorded batches took, end to end
 
     @property
     def ok(self) -> list[RunResult]:
@@ -58,6 +63,13 @@ class Series:
 
     def cpu_per_run(self) -> float:
         return self.cpu / len(self.results) if self.results else float("nan")
+
+    def busy(self) -> tuple[float, float]:
+        """The share of one core that the transport's process and the upstream used while the
+        recorded batches ran: near 1, that process was the limit."""
+        if not self.wall:
+            return (float("nan"), float("nan"))
+        return (self.cpu / self.wall, self.upstream_cpu / self.wall)
 
 
 Runner = Callable[[int], Awaitable[RunResult]]
@@ -139,6 +151,13 @@ def round_order(transports: tuple[str, ...], r: int) -> list[str]:
     return refs + ours
 
 
+def _cpu(bench: Bench, transport: str) -> tuple[float, float]:
+    """CPU seconds used so far by the process doing a transport's work, and by the upstream."""
+    server = SERVER.get(transport)
+    mine = cpu_seconds(bench.stack.pid(server)) if server else time.process_time()
+    return mine, cpu_seconds(bench.stack.pid("upstream"))
+
+
 async def _batch(runners: list[Runner]) -> tuple[list[RunResult], float]:
     started = time.perf_counter()
     batch = await asyncio.gather(*(run(i) for i, run in enumerate(runners)))
@@ -169,11 +188,12 @@ async def measure(
             await _batch(runners[transport])
         for r in range(rounds):
             for transport in round_order(transports, r):
-                server = SERVER.get(transport)
-                cpu_before = cpu_seconds(bench.stack.pid(server)) if server else 0.0
+                cpu_before, upstream_before = _cpu(bench, transport)
                 batch, wall = await _batch(runners[transport])
-                if server:
-                    series[transport].cpu += cpu_seconds(bench.stack.pid(server)) - cpu_before
+                cpu_after, upstream_after = _cpu(bench, transport)
+                series[transport].cpu += cpu_after - cpu_before
+                series[transport].upstream_cpu += upstream_after - upstream_before
+                series[transport].wall += wall
                 series[transport].results += batch
                 delivered = sum(1 for res in batch if res.ok) * scenario.tokens
                 series[transport].throughputs.append(delivered / wall)
@@ -246,18 +266,27 @@ def _rows(
         _latency_rows(bench, where, solo, mine, series)
         if not solo:
             _load_rows(bench, where, mine, series)
-    # Server CPU per run does not depend on what else the machine is doing.
+    # Server CPU per run does not depend on what else the machine is doing. Against Direct's
+    # reader: where both are bound by one core (many fast streams), throughput goes by it.
     for mine in ("sse", "ws"):
-        bench.add(
-            Row(
-                "1",
-                f"server CPU per run {LABELS[mine]} · {where}",
-                "ms",
-                (series[mine].cpu_per_run(), None),
-                "Naive WS",
-                (series["naive"].cpu_per_run(), None),
+        for ref_name in ("direct", "naive"):
+            bench.add(
+                Row(
+                    "1",
+                    f"server CPU per run {LABELS[mine]} · {where}",
+                    "ms",
+                    (series[mine].cpu_per_run(), None),
+                    "Direct reader" if ref_name == "direct" else LABELS[ref_name],
+                    (series[ref_name].cpu_per_run(), None),
+                )
             )
+    if not solo:
+        shares = "; ".join(
+            f"{LABELS[t]} {s.busy()[0]:.0%} (its {'reader' if t == 'direct' else 'server'}), "
+            f"upstream {s.busy()[1]:.0%}"
+            for t, s in series.items()
         )
+        bench.note(f"fig 1, {where}: share of a core used while each ran: {shares}")
     for transport, s in series.items():
         if s.failures:
             first = s.failures[0].error[:160]
