@@ -46,6 +46,7 @@ class Series:
     cpu: float = 0.0
     upstream_cpu: float = 0.0
     wall: float = 0.0  # seconds the recorded batches took, end to end
+    sizes: list[int] = field(default_factory=list)  # runs in each recorded batch, in order
 
     @property
     def ok(self) -> list[RunResult]:
@@ -60,6 +61,16 @@ class Series:
 
     def total(self) -> list[float]:
         return [r.total for r in self.ok if r.total is not None]
+
+    def ttft_p95_by_batch(self) -> list[float]:
+        """Each recorded batch's own first-token p95. A batch's first tokens come out close
+        together, so a pooled p95 is much the worse batch's."""
+        found, at = [], 0
+        for size in self.sizes:
+            batch = Series(results=self.results[at : at + size])
+            found.append(p95(batch.ttft()))
+            at += size
+        return found
 
     def cpu_per_run(self) -> float:
         return self.cpu / len(self.results) if self.results else float("nan")
@@ -195,6 +206,7 @@ async def measure(
                 series[transport].upstream_cpu += upstream_after - upstream_before
                 series[transport].wall += wall
                 series[transport].results += batch
+                series[transport].sizes.append(len(batch))
                 delivered = sum(1 for res in batch if res.ok) * scenario.tokens
                 series[transport].throughputs.append(delivered / wall)
             if bar is not None:
@@ -287,6 +299,11 @@ def _rows(
             for t, s in series.items()
         )
         bench.note(f"fig 1, {where}: share of a core used while each ran: {shares}")
+        batches = "; ".join(
+            f"{LABELS[t]} " + " / ".join(f"{v * 1000:.0f}" for v in s.ttft_p95_by_batch())
+            for t, s in series.items()
+        )
+        bench.note(f"fig 1, {where}: first-token p95 of each recorded batch, ms: {batches}")
     for transport, s in series.items():
         if s.failures:
             first = s.failures[0].error[:160]
