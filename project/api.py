@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest
+from django.utils.datastructures import MultiValueDict
 from ninja import NinjaAPI
 from ninja.openapi.schema import OpenAPISchema
+from ninja.parser import Parser
 
 from sessions_app import sse
 from sessions_app.api import agents_router, metrics_router, runs_router, sessions_router
@@ -30,6 +33,22 @@ def _keys_as_property_names(node: Any) -> None:
             _keys_as_property_names(child)
 
 
+class OneValueParser(Parser):
+    """A parameter that takes one value and is given several (`?sort_order=asc&sort_order=desc`)
+    is refused with 422, as any other value of the wrong type: ninja's own parser kept the last
+    and dropped the others unsaid."""
+
+    def parse_querydict(
+        self, data: MultiValueDict, list_fields: list[str], request: HttpRequest
+    ) -> dict[str, Any]:
+        parsed = super().parse_querydict(data, list_fields, request)
+        for key in parsed.keys() - set(list_fields):
+            values = data.getlist(key)
+            if len(values) > 1:
+                parsed[key] = values  # the schema's scalar type refuses a list
+        return parsed
+
+
 class ParleyAPI(NinjaAPI):
     def get_openapi_operation_id(self, operation: Any) -> str:
         # "list_sessions" rather than "sessions_app_api_list_sessions" in generated clients.
@@ -47,6 +66,7 @@ api = ParleyAPI(
     version="1.0",
     urls_namespace="api",
     auth=AUTH,
+    parser=OneValueParser(),
     description="Sessions, runs (with SSE streaming), agents and metrics. Authenticate with "
     "`Authorization: Bearer <token>` (create one on the API tokens page or with "
     "`manage.py create_api_token`) or the browser session plus its CSRF token.",

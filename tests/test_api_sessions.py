@@ -292,6 +292,19 @@ def test_the_list_sorts_by_whitelisted_fields_only(alice, agent):
     assert client.get("/api/sessions?sort_order=sideways").status_code == 422
 
 
+def test_a_parameter_given_twice_is_refused_rather_than_half_read(alice, agent):
+    make_sessions(alice, agent, ["a", "b"])
+    client = api_client(alice)
+    response = client.get("/api/sessions?sort_order=asc&sort_order=desc")
+    assert response.status_code == 422
+    assert [error["loc"][-1] for error in response.json()["detail"]] == ["sort_order"]
+    assert client.get("/api/sessions?user_id=alice&user_id=bob").status_code == 422
+    assert client.get("/api/sessions?limit=1&limit=2").status_code == 422
+    # Once each, the same parameters are read as ever.
+    one = client.get("/api/sessions?sort_order=asc&limit=1&user_id=alice").json()["data"]
+    assert [s["session_name"] for s in one] == ["a"]
+
+
 def test_pages_cover_the_list_and_a_page_past_the_end_is_empty(alice, agent):
     make_sessions(alice, agent, ["s1", "s2", "s3", "s4", "s5"])
     client = api_client(alice)
