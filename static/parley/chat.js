@@ -70,13 +70,22 @@
     }
   });
 
-  // A new conversation pane (sidebar click, back/forward): watch its session.
-  document.addEventListener("htmx:afterSwap", function (event) {
+  // A new conversation pane (sidebar click): watch its session once htmx has settled it. htmx
+  // wires the new form to the socket (ws-send) only then, 20 ms after the swap; watching at the
+  // swap let the server's answer enable Send before that, and an Enter in between submitted the
+  // form as a plain page load.
+  document.addEventListener("htmx:afterSettle", function (event) {
     if (event.detail.target && event.detail.target.id === "pane") {
       watch();
       followSession();
       scrollToEnd(true);
     }
+  });
+
+  // The composer goes over the socket only: never as a page load, which would put the message
+  // in the URL and send nothing. (ws-send's own handler on the form has run by now.)
+  document.addEventListener("submit", function (event) {
+    if (event.target.id === "composer") event.preventDefault();
   });
 
   document.addEventListener("keydown", function (event) {

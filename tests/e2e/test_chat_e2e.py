@@ -213,6 +213,27 @@ def test_switching_sessions_follows_the_url_and_new_chat_starts_fresh(
     ]
 
 
+def test_a_message_sent_as_soon_as_another_session_shows_goes_over_the_socket(
+    page: Page, login: Callable, alice: User, upstream
+):
+    login(page, "alice", "alice-pass-123")
+    send(page, "first chat")
+    expect(page.locator(ANSWER)).to_have_attribute("data-run-status", "completed")
+    page.get_by_test_id("new-session").click()
+    send(page, "second chat")
+    expect(page.locator(ANSWER)).to_have_attribute("data-run-status", "completed")
+    # htmx wires a swapped-in pane's form to the socket when it settles (20 ms after the swap by
+    # default): a long settle makes the window between showing the pane and wiring it wide.
+    page.evaluate("htmx.config.defaultSettleDelay = 1000")
+    page.get_by_test_id("session-item").filter(has_text="first chat").locator("a").click()
+    expect(page.get_by_test_id("user-message")).to_have_text("first chat")
+    send(page, "sent at once")
+    expect(page.locator(ANSWER).nth(1)).to_have_attribute("data-run-status", "completed")
+    assert "input=" not in page.url  # not submitted as a page load
+    first = Session.objects.get(user=alice, session_name="first chat")
+    assert list(first.runs.values_list("input", flat=True)) == ["first chat", "sent at once"]
+
+
 def test_the_settings_panel_edits_session_state(page: Page, login, alice: User, upstream):
     login(page, "alice", "alice-pass-123")
     send(page, "remember things")
