@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.db.backends.utils import CursorWrapper
@@ -18,10 +18,6 @@ class Counted:
     @property
     def total(self) -> int:
         return len(self.statements)
-
-    def without(self, unwanted: Callable[[str], bool]) -> Counted:
-        """The same count without the statements `unwanted` picks."""
-        return Counted([sql for sql in self.statements if not unwanted(sql)])
 
     @property
     def writes(self) -> int:

@@ -306,18 +306,6 @@ async def test_naming_the_sessions_own_agent_costs_no_query_and_another_agent_is
         await runs.start_run(alice, "five", session_id=first.session_id, agent_id="not-an-id")
 
 
-# The process's heartbeat: an UPDATE of every active run, then a read of cancellations.
-HEARTBEAT = (
-    'UPDATE "sessions_app_run" SET "heartbeat_at" = ',
-    'SELECT "sessions_app_run"."run_id" AS "pk" FROM "sessions_app_run" '
-    'WHERE ("sessions_app_run"."cancel_requested"',
-)
-
-
-def _heartbeat(sql: str) -> bool:
-    return sql.startswith(HEARTBEAT)
-
-
 async def test_the_number_of_queries_does_not_grow_with_the_answer(
     alice, agent, upstream, settings
 ):
@@ -334,9 +322,8 @@ async def test_the_number_of_queries_does_not_grow_with_the_answer(
     upstream.script(Reply(tokens=2000))
     with count_queries() as long:
         await run_to_end(alice, "long")
-    # A heartbeat still fell in the long window now and then in full runs of the suite on
-    # PostgreSQL: it is the clock's, not the answer's, and is counted apart.
-    short, long = short.without(_heartbeat), long.without(_heartbeat)
+    # Listed on failure: the long window had one write more in two of about twenty full runs
+    # on PostgreSQL, and which statement it was is not known yet.
     assert short.writes == long.writes, long.statements
     assert short.total == long.total, long.statements
     # A new session: rate check, agent, session, run, both messages; then the outcome (its
