@@ -42,13 +42,22 @@ def expected_tail(tokens: int) -> str:
     return f"tok{tokens - 1}"
 
 
-def _limits() -> httpx.Limits:
+# daphne (Twisted's HTTP server) closes a connection idle for a minute.
+SERVER_IDLE_TIMEOUT = 60.0
+
+
+def _limits(expiry: float | None = None) -> httpx.Limits:
     """One connection, kept while the benchmark runs: each client object is one simulated user,
     as a browser tab or a script would be. One pool shared by a hundred streams made the load
     generator itself slow: httpcore scans every connection in a pool, and each idle one again,
     whenever a request starts or ends; and with httpx's five-second expiry a round reconnected
-    or not depending on how long the rounds before it had taken."""
-    return httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=None)
+    or not depending on how long the rounds before it had taken.
+
+    `expiry`, for a server that closes idle connections: let one go a little before the server
+    would. On the slowest machine the SSE clients' connections sat idle about a minute between
+    their batches, and 5 of 200 runs failed with ReadError: their request went out on a
+    connection daphne was closing at that moment. A POST is not retried, by httpx or anyone."""
+    return httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=expiry)
 
 
 class DirectClient:
@@ -120,7 +129,7 @@ class SSEClient:
         self.http = httpx.AsyncClient(
             base_url=base_url,
             headers={"Authorization": f"Bearer {token}"},
-            limits=_limits(),
+            limits=_limits(expiry=SERVER_IDLE_TIMEOUT - 10),
             timeout=timeout,
         )
 
