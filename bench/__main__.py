@@ -97,7 +97,7 @@ def setup(bench: Bench, figures: list[str]) -> None:
         steps.update()
         stack.manage("migrate", "--run-syncdb", "--noinput")
         steps.update()
-        scenarios = [sc for sc, _, _, _ in latency.plan(bench)] + [capacity.scenario(bench)]
+        scenarios = [step.scenario for step in latency.plan(bench)] + [capacity.scenario(bench)]
         models = sorted({sc.model for sc in scenarios})
         needed = 2  # figure 5 on its own
         if "latency" in figures:

@@ -10,7 +10,7 @@ from bench.stats import p50, p95
 
 
 async def run(bench: Bench) -> None:
-    for scenario, clients, _, _ in latency.plan(bench):
+    for scenario, clients, *_ in latency.plan(bench):
         if clients != 1:
             continue
         series = bench.shared.get(("latency", scenario.name, 1))

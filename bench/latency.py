@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tqdm import tqdm
 
@@ -183,11 +184,14 @@ async def measure(
     rounds: int,
     warmup: tuple[str, ...],
     bar: tqdm | None = None,
+    fewer: dict[str, int] | None = None,
 ) -> dict[str, Series]:
     """`rounds` rounds; in each, every transport in turn runs one batch (`clients` runs at
     once). Interleaving the transports round by round spreads any outside load over all of
     them alike, instead of on whichever happened to run at that moment (see `round_order`).
-    `warmup`: the transports that run one unrecorded batch first."""
+    `warmup`: the transports that run one unrecorded batch first. `fewer`: transports that
+    run only in the first so many rounds."""
+    fewer = fewer or {}
     series = {t: Series() for t in transports}
     runners: dict[str, list[Runner]] = {}
     closers: list[Callable[[], Awaitable[None]]] = []
@@ -199,6 +203,8 @@ async def measure(
             await _batch(runners[transport])
         for r in range(rounds):
             for transport in round_order(transports, r):
+                if r >= fewer.get(transport, rounds):
+                    continue
                 cpu_before, upstream_before = _cpu(bench, transport)
                 batch, wall = await _batch(runners[transport])
                 cpu_after, upstream_after = _cpu(bench, transport)
@@ -313,42 +319,58 @@ def _rows(
             )
 
 
-def plan(bench: Bench) -> list[tuple[Scenario, int, int, tuple[str, ...]]]:
-    """(scenario, clients, rounds, warm-up) in the order they run. --quick is a smoke run:
-    fewer, shorter, smaller.
+class Step(NamedTuple):
+    scenario: Scenario
+    clients: int
+    rounds: int
+    warmup: tuple[str, ...]
+    naive_rounds: int  # Naive runs in the first so many rounds only
 
-    The fast ones first, each after an unrecorded batch of every transport (connection pools,
-    first-use code paths). The paced rounds at many clients come straight after the fast ones,
-    while the connections Parley opened to the model for those are still open: it keeps them a
-    minute idle (LLM_KEEPALIVE), and Direct's clients open theirs before any round. After the
-    paced rounds at one client (160 s) all but one had closed, and whichever of SSE and WS ran
-    first opened a hundred anew in its recorded batch (SSE's p95 200 ms worse in that round than
-    in the next). Naive's `openai` client keeps its connections five seconds: no order leaves
-    them open for it."""
+
+def plan(bench: Bench) -> list[Step]:
+    """The steps in the order they run. --quick is a smoke run: fewer, shorter, smaller.
+
+    The fast ones first, each after an unrecorded batch of every transport but Naive
+    (connection pools, first-use code paths). The paced rounds at many clients come straight
+    after the fast ones, while the connections Parley opened to the model for those are still
+    open: it keeps them a minute idle (LLM_KEEPALIVE), and Direct's clients open theirs before
+    any round. After the paced rounds at one client (160 s) all but one had closed, and
+    whichever of SSE and WS ran first opened a hundred anew in its recorded batch (SSE's p95
+    200 ms worse in that round than in the next).
+
+    Naive runs one batch at many clients, with no warm-up, and half the paced rounds at one
+    client. It writes every token: its hundred-run batch takes 8 s on a fast machine and 45 s
+    on the slowest seen, where its warm-up and second batches were a third of the whole
+    benchmark's time. A hundred runs measure a reference that far behind well enough, and its
+    `openai` client keeps its connections five seconds, so no warm-up would carry over anyway.
+    """
     quick = bench.opts.quick
     fast = Scenario("fast", 200, 0.0)
     paced = Scenario("paced", 60 if quick else 200, 0.05)
     n = min(bench.opts.clients, 50) if quick else bench.opts.clients
+    warm = tuple(t for t in TRANSPORTS if t != "naive")
     # An even number of rounds, so SSE and WS each go first in half of them (see round_order).
     return [
-        (fast, 1, 4 if quick else 20, TRANSPORTS),
-        (fast, n, 1 if quick else 2, () if quick else TRANSPORTS),
-        (paced, n, 1 if quick else 2, ()),
-        (paced, 1, 1 if quick else 4, ()),
+        Step(fast, 1, 4 if quick else 20, TRANSPORTS, 4 if quick else 20),
+        Step(fast, n, 1 if quick else 2, () if quick else warm, 1),
+        Step(paced, n, 1 if quick else 2, (), 1),
+        Step(paced, 1, 1 if quick else 4, (), 1 if quick else 2),
     ]
 
 
 def sessions_needed(bench: Bench) -> int:
-    return sum(2 * clients for _, clients, _, _ in plan(bench))
+    return sum(2 * step.clients for step in plan(bench))
 
 
 async def run(bench: Bench) -> None:
     steps = plan(bench)
-    bar = tqdm(total=sum(rounds for _, _, rounds, _ in steps), desc="fig 1 latency", unit="round")
+    bar = tqdm(total=sum(step.rounds for step in steps), desc="fig 1 latency", unit="round")
     try:
-        for scenario, clients, rounds, warmup in steps:
+        for scenario, clients, rounds, warmup, naive_rounds in steps:
             bar.set_postfix_str(f"{scenario.name} ×{clients}")
-            series = await measure(bench, TRANSPORTS, scenario, clients, rounds, warmup, bar)
+            series = await measure(
+                bench, TRANSPORTS, scenario, clients, rounds, warmup, bar, {"naive": naive_rounds}
+            )
             _rows(bench, scenario, clients, series, clients == 1)
             bench.shared[("latency", scenario.name, clients)] = series
     finally:
