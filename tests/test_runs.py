@@ -322,10 +322,11 @@ async def test_the_number_of_queries_does_not_grow_with_the_answer(
     upstream.script(Reply(tokens=2000))
     with count_queries() as long:
         await run_to_end(alice, "long")
-    # Listed on failure: the long window had one write more in two of about twenty full runs
-    # on PostgreSQL, and which statement it was is not known yet.
-    assert short.writes == long.writes, long.statements
-    assert short.total == long.total, long.statements
+    # Listed on failure, with their threads and times: the long window had one write more in
+    # two of about twenty full runs on PostgreSQL, and which statement it was is not known yet.
+    listing = f"short:\n{short.described()}\nlong:\n{long.described()}"
+    assert short.writes == long.writes, listing
+    assert short.total == long.total, listing
     # A new session: rate check, agent, session, run, both messages; then the outcome (its
     # calls, the state, run, answer, session) and the test's own read of the finished run.
     assert long.total <= 13 and long.writes <= 7
