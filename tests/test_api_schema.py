@@ -8,11 +8,13 @@ half the time real objects, so the 2xx answers are checked too, not only the 404
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from schemathesis.python import asgi as schemathesis_asgi
 
 from project.asgi import application
 from sessions_app.models import Agent, RunStatus, Session
@@ -60,6 +62,19 @@ def real_ids(staff, upstream, settings) -> RealIds:
     settings.PARLEY_RUNS_PER_MINUTE = 0  # generated runs would hit the limit: 429 is tested apart
     settings.LLM_READ_TIMEOUT = 5.0
     return RealIds(staff, default_agent())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _asgi_loop_stops_with_the_module() -> Iterator[None]:
+    """schemathesis serves every ASGI request on one event loop kept until the process exits.
+
+    Runs started through POST /api/runs leave this process's tasks on that loop: the heartbeat,
+    and with Redis the realtime pump. Left running, that heartbeat would wake every ten seconds
+    during later tests and write for their runs, so the loop is stopped with this module (by the
+    function schemathesis itself registers to run at exit).
+    """
+    yield
+    schemathesis_asgi._shutdown()
 
 
 @pytest.fixture
