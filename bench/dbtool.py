@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -20,13 +22,13 @@ import django
 django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import transaction  # noqa: E402
+from django.db import connections, transaction  # noqa: E402
+from django.db.models import Model  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from bench.querycount import Counted, count_queries  # noqa: E402
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session  # noqa: E402
-from sessions_app.services import statements  # noqa: E402
 from sessions_app.services.tokens import create_token  # noqa: E402
 
 User = get_user_model()
@@ -147,107 +149,125 @@ def dbwork(args: argparse.Namespace) -> dict[str, Any]:
 # -- figure 4: lists at size ------------------------------------------------------------------
 
 
-def _no_auto_now() -> None:
-    """Seeded rows get spread-out timestamps, as real data has; auto_now would make them equal."""
-    for model in (Session, Run, Message):
-        for name in ("created_at", "updated_at"):
-            try:
-                field = model._meta.get_field(name)
-            except Exception:
-                continue
-            field.auto_now = field.auto_now_add = False  # type: ignore[attr-defined]
+def _write(model: type[Model], count: int, vary: dict[str, Sequence[Any]], /, **same: Any) -> None:
+    """`count` new rows of `model`: each column in `vary` (by attribute name, `session_id`
+    for a foreign key) takes one value per row, every other column the value `same` gives (by
+    keyword, so the arguments before it are positional: a run has a field named `model`) or
+    else the field's default. Each value is prepared by its field, as the ORM's insert prepares
+    it, and a value all rows share is prepared once; no model object is made per row (making
+    them and preparing every field of each took most of a seeding's time)."""
+    connection = connections["default"]
+    template = model(**same)
+    fields = [f for f in model._meta.concrete_fields if not f.db_returning]
+    columns: list[Iterable[Any]] = []
+    for field in fields:
+        values = vary.get(field.attname)
+        if values is None:
+            value = field.get_db_prep_save(getattr(template, field.attname), connection)
+            columns.append(itertools.repeat(value, count))
+        else:
+            if len(values) != count:
+                raise ValueError(f"{field.attname}: {len(values)} values for {count} rows")
+            columns.append([field.get_db_prep_save(value, connection) for value in values])
+    unknown = set(vary) - {f.attname for f in fields}
+    if unknown:
+        raise ValueError(f"not columns of {model.__name__}: {', '.join(sorted(unknown))}")
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    sql = f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ({marks})"
+    rows = list(itertools.islice(zip(*columns, strict=False), count))
+    with connection.cursor() as cursor:
+        for at in range(0, count, BATCH * 10):
+            cursor.executemany(sql, rows[at : at + BATCH * 10])
 
 
 def seed(args: argparse.Namespace) -> dict[str, Any]:
     """`sessions` sessions of `runs` runs (two messages each) for `user`, plus sessions of other
-    users until the table holds `total_sessions`. Bulk inserts in batches, one transaction,
-    through the multi-row INSERTs Parley starts its runs with (`statements.insert`): the same
-    rows as `bulk_create`, without compiling each batch's statement anew."""
-    _no_auto_now()
+    users until the table holds `total_sessions`; timestamps spread out as real data's are.
+    Bulk inserts, column by column (`_write`), in one transaction."""
     started = time.perf_counter()
     rng = random.Random(5)
     agent = _agent("bench:20:0")
     owner = _user(args.user)
     staff = _user("bench_staff", staff=True)
     now = timezone.now()
+    n = args.sessions
+    session_ids = [uuid.uuid4() for _ in range(n)]
+    created, updated, names = [], [], []
+    for i in range(n):
+        at = now - timedelta(days=365) + timedelta(seconds=i * 3000)
+        created.append(at)
+        updated.append(min(at + timedelta(seconds=rng.randint(0, 3000 * n // 2)), now))
+        names.append(f"Conversation {i} about topic {rng.randint(0, 999)}")
+    # Runs and their messages, session by session, position by position.
+    positions = range(1, args.runs + 1)
+    run_ids = [uuid.uuid4() for _ in range(n * args.runs)]
+    run_sessions = [sid for sid in session_ids for _ in positions]
+    run_positions = [p for _ in session_ids for p in positions]
+    run_times = [at + timedelta(seconds=p * 10) for at in created for p in positions]
+    inputs = [f"Question {p}" for p in run_positions]
+    answers = [f"Answer {p} " * 8 for p in run_positions]
     with transaction.atomic():
-        sessions = []
-        for i in range(args.sessions):
-            created = now - timedelta(days=365) + timedelta(seconds=i * 3000)
-            updated = created + timedelta(seconds=rng.randint(0, 3000 * args.sessions // 2))
-            sessions.append(
-                Session(
-                    session_id=uuid.uuid4(),
-                    user=owner,
-                    agent=agent,
-                    session_name=f"Conversation {i} about topic {rng.randint(0, 999)}",
-                    created_at=created,
-                    updated_at=min(updated, now),
-                )
-            )
-        statements.insert(sessions)
-        run_batch: list[Run] = []
-        message_batch: list[Message] = []
-        for session in sessions:
-            for position in range(1, args.runs + 1):
-                at = session.created_at + timedelta(seconds=position * 10)
-                run = Run(
-                    run_id=uuid.uuid4(),
-                    session=session,
-                    user=owner,
-                    agent=agent,
-                    position=position,
-                    status=RunStatus.COMPLETED,
-                    input=f"Question {position}",
-                    content=f"Answer {position} " * 8,
-                    model=agent.model,
-                    input_tokens=12,
-                    output_tokens=24,
-                    total_tokens=36,
-                    duration=1.5,
-                    time_to_first_token=0.2,
-                    created_at=at,
-                    finished_at=at,
-                )
-                run_batch.append(run)
-                message_batch += [
-                    Message(
-                        run=run,
-                        session=session,
-                        order=0,
-                        role=Role.USER,
-                        content=run.input,
-                        created_at=at,
-                    ),
-                    Message(
-                        run=run,
-                        session=session,
-                        order=1,
-                        role=Role.ASSISTANT,
-                        content=run.content,
-                        created_at=at,
-                    ),
-                ]
-            if len(message_batch) >= 4 * BATCH:
-                statements.insert(run_batch)
-                statements.insert(message_batch)
-                run_batch, message_batch = [], []
-        statements.insert(run_batch)
-        statements.insert(message_batch)
+        _write(
+            Session,
+            n,
+            {
+                "session_id": session_ids,
+                "session_name": names,
+                "created_at": created,
+                "updated_at": updated,
+            },
+            user=owner,
+            agent=agent,
+        )
+        _write(
+            Run,
+            len(run_ids),
+            {
+                "run_id": run_ids,
+                "session_id": run_sessions,
+                "position": run_positions,
+                "input": inputs,
+                "content": answers,
+                "created_at": run_times,
+                "finished_at": run_times,
+            },
+            user=owner,
+            agent=agent,
+            status=RunStatus.COMPLETED,
+            model=agent.model,
+            input_tokens=12,
+            output_tokens=24,
+            total_tokens=36,
+            duration=1.5,
+            time_to_first_token=0.2,
+        )
+        _write(
+            Message,
+            2 * len(run_ids),
+            {
+                "run_id": [rid for rid in run_ids for _ in (0, 1)],
+                "session_id": [sid for sid in run_sessions for _ in (0, 1)],
+                "order": [0, 1] * len(run_ids),
+                "role": [Role.USER, Role.ASSISTANT] * len(run_ids),
+                "content": [text for pair in zip(inputs, answers, strict=True) for text in pair],
+                "created_at": [at for at in run_times for _ in (0, 1)],
+            },
+        )
         others = [_user(f"bench_other{i:03d}") for i in range(args.other_users)]
         missing = max(0, args.total_sessions - Session.objects.count())
-        statements.insert(
-            [
-                Session(
-                    session_id=uuid.uuid4(),
-                    user=others[i % len(others)],
-                    agent=agent,
-                    session_name=f"Other conversation {i}",
-                    created_at=now - timedelta(seconds=i * 60),
-                    updated_at=now - timedelta(seconds=i * 30),
-                )
-                for i in range(missing)
-            ]
+        _write(
+            Session,
+            missing,
+            {
+                "session_id": [uuid.uuid4() for _ in range(missing)],
+                "user_id": [others[i % len(others)].pk for i in range(missing)],
+                "session_name": [f"Other conversation {i}" for i in range(missing)],
+                "created_at": [now - timedelta(seconds=i * 60) for i in range(missing)],
+                "updated_at": [now - timedelta(seconds=i * 30) for i in range(missing)],
+            },
+            agent=agent,
         )
     _, token = create_token(owner, "bench lists")
     return {
