@@ -27,9 +27,9 @@ from django.db.models import Model  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from bench.querycount import Counted, count_queries  # noqa: E402
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session  # noqa: E402
 from sessions_app.services.tokens import create_token  # noqa: E402
+from tests.querycount import Counted, count_queries  # noqa: E402
 
 User = get_user_model()
 BATCH = 2000
