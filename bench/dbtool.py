@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import random
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -157,29 +156,25 @@ def _write(model: type[Model], count: int, vary: dict[str, Sequence[Any]], /, **
     it, and a value all rows share is prepared once; no model object is made per row (making
     them and preparing every field of each took most of a seeding's time)."""
     connection = connections["default"]
-    template = model(**same)
     fields = [f for f in model._meta.concrete_fields if not f.db_returning]
-    columns: list[Iterable[Any]] = []
-    for field in fields:
-        values = vary.get(field.attname)
-        if values is None:
-            value = field.get_db_prep_save(getattr(template, field.attname), connection)
-            columns.append(itertools.repeat(value, count))
-        else:
-            if len(values) != count:
-                raise ValueError(f"{field.attname}: {len(values)} values for {count} rows")
-            columns.append([field.get_db_prep_save(value, connection) for value in values])
     unknown = set(vary) - {f.attname for f in fields}
     if unknown:
         raise ValueError(f"not columns of {model.__name__}: {', '.join(sorted(unknown))}")
+    template = model(**same)
+    columns = []
+    for field in fields:
+        values = vary.get(field.attname)
+        if values is None:
+            shared = field.get_db_prep_save(getattr(template, field.attname), connection)
+            columns.append([shared] * count)
+        else:
+            columns.append([field.get_db_prep_save(value, connection) for value in values])
     quote = connection.ops.quote_name
     names = ", ".join(quote(f.column) for f in fields)
     marks = ", ".join(["%s"] * len(fields))
     sql = f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ({marks})"
-    rows = list(itertools.islice(zip(*columns, strict=False), count))
     with connection.cursor() as cursor:
-        for at in range(0, count, BATCH * 10):
-            cursor.executemany(sql, rows[at : at + BATCH * 10])
+        cursor.executemany(sql, list(zip(*columns, strict=True)))  # a short `vary` list raises
 
 
 def seed(args: argparse.Namespace) -> dict[str, Any]:
