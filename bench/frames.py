@@ -10,9 +10,10 @@ from bench.stats import p50, p95
 
 
 async def run(bench: Bench) -> None:
-    for scenario, clients, *_ in latency.plan(bench):
-        if clients != 1:
+    for step in latency.plan(bench):
+        if step.clients != 1:
             continue
+        scenario = step.scenario
         series = bench.shared.get(("latency", scenario.name, 1))
         if series is None:
             pair = ("ws", "naive")

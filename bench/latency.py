@@ -366,10 +366,12 @@ async def run(bench: Bench) -> None:
     steps = plan(bench)
     bar = tqdm(total=sum(step.rounds for step in steps), desc="fig 1 latency", unit="round")
     try:
-        for scenario, clients, rounds, warmup, naive_rounds in steps:
+        for step in steps:
+            scenario, clients = step.scenario, step.clients
             bar.set_postfix_str(f"{scenario.name} ×{clients}")
+            fewer = {"naive": step.naive_rounds}
             series = await measure(
-                bench, TRANSPORTS, scenario, clients, rounds, warmup, bar, {"naive": naive_rounds}
+                bench, TRANSPORTS, scenario, clients, step.rounds, step.warmup, bar, fewer
             )
             _rows(bench, scenario, clients, series, clients == 1)
             bench.shared[("latency", scenario.name, clients)] = series
