@@ -68,11 +68,11 @@ def real_ids(staff, upstream, settings) -> RealIds:
 def _asgi_loop_stops_with_the_module() -> Iterator[None]:
     """schemathesis serves every ASGI request on one event loop kept until the process exits.
 
-    Runs started through POST /api/runs leave this process's tasks on that loop: the heartbeat,
-    and with Redis the realtime pump. Left running, that heartbeat would wake every ten seconds
-    during later tests and write for their runs, so the loop is stopped with this module (by the
-    function schemathesis itself registers to run at exit; the shared loop and that function came
-    in schemathesis 4.26, the lower bound in pyproject.toml).
+    Runs started through POST /api/runs leave this process's tasks on that loop: with Redis the
+    realtime pump, which would otherwise be destroyed pending at exit. (The heartbeat started
+    there is stopped by the next loop's, see liveness.ensure_heartbeat.) The loop is stopped with
+    this module, by the function schemathesis itself registers to run at exit; the shared loop
+    and that function came in schemathesis 4.26, the lower bound in pyproject.toml.
     """
     yield
     schemathesis_asgi._shutdown()

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -292,3 +293,35 @@ async def test_a_session_continued_from_a_new_process_has_its_history(alice, age
         ("assistant", "Echo: What is the capital of France?"),
         ("user", "What was my last question?"),
     ]
+
+
+async def test_a_process_keeps_one_heartbeat_when_runs_start_on_another_event_loop():
+    # Another loop of this process that goes on running (a thread's, or a test tool's) started
+    # the heartbeat first. Left running, it would vouch for runs of this loop, and cancel them
+    # from its own thread when their cancel is asked for.
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+
+    async def start_there() -> asyncio.Task[None]:
+        liveness.ensure_heartbeat()
+        assert liveness._heartbeat is not None
+        return liveness._heartbeat
+
+    async def settled(task: asyncio.Task[None]) -> bool:
+        await asyncio.sleep(0)  # the cancel, sent from this thread, runs in a turn of its loop
+        return task.cancelled()
+
+    try:
+        first = asyncio.run_coroutine_threadsafe(start_there(), other).result(5)
+        liveness.ensure_heartbeat()  # what a run started here does
+        assert liveness._heartbeat is not first
+        assert liveness._heartbeat.get_loop() is asyncio.get_running_loop()
+        assert asyncio.run_coroutine_threadsafe(settled(first), other).result(5)
+        liveness.ensure_heartbeat()  # and once here is enough
+        assert not liveness._heartbeat.done()
+    finally:
+        liveness._heartbeat.cancel()
+        other.call_soon_threadsafe(other.stop)
+        thread.join(5)
+        other.close()

@@ -8,6 +8,7 @@ it for PARLEY_STALE_RUN_AFTER seconds (a process on another host).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -96,11 +97,19 @@ def being_cancelled() -> bool:
 
 
 def ensure_heartbeat() -> None:
-    """Start this process's heartbeat on the running loop, once."""
+    """Start this process's heartbeat on the running loop, once.
+
+    A process has one heartbeat. One left on another loop that goes on running (a thread's, a
+    test tool's) is stopped: it would vouch for runs of this loop, and cancel them from its own
+    thread when their cancel is asked for."""
     global _heartbeat
     loop = asyncio.get_running_loop()
-    if _heartbeat is not None and not _heartbeat.done() and _heartbeat.get_loop() is loop:
-        return
+    previous = _heartbeat
+    if previous is not None and not previous.done():
+        if previous.get_loop() is loop:
+            return
+        with contextlib.suppress(RuntimeError):  # that loop was closed meanwhile
+            previous.get_loop().call_soon_threadsafe(previous.cancel)
     _heartbeat = loop.create_task(_beat(), name="parley-heartbeat")
 
 
