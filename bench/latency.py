@@ -8,6 +8,7 @@ four are measured one after another, never at the same time, so they don't share
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -42,10 +43,11 @@ class Series:
     results: list[RunResult] = field(default_factory=list)
     throughputs: list[float] = field(default_factory=list)  # tokens/s of each concurrent batch
     # CPU seconds used during the recorded rounds by the process doing this transport's work
-    # (the server's; for Direct this process's, which reads the upstream itself), and by the
-    # upstream.
+    # (the server's; for Direct this process's, which reads the upstream itself), by the
+    # upstream, and by this process's clients (for Direct, the reader again).
     cpu: float = 0.0
     upstream_cpu: float = 0.0
+    client_cpu: float = 0.0
     wall: float = 0.0  # seconds the recorded batches took, end to end
     sizes: list[int] = field(default_factory=list)  # runs in each recorded batch, in order
 
@@ -76,12 +78,13 @@ class Series:
     def cpu_per_run(self) -> float:
         return self.cpu / len(self.results) if self.results else float("nan")
 
-    def busy(self) -> tuple[float, float]:
-        """The share of one core that the transport's process and the upstream used while the
-        recorded batches ran: near 1, that process was the limit."""
+    def busy(self) -> tuple[float, float, float]:
+        """The share of one core that the transport's process, the upstream and the clients
+        used while the recorded batches ran: near 1, that process was the limit; near 2
+        together, the machine's two cores were."""
         if not self.wall:
-            return (float("nan"), float("nan"))
-        return (self.cpu / self.wall, self.upstream_cpu / self.wall)
+            return (float("nan"), float("nan"), float("nan"))
+        return (self.cpu / self.wall, self.upstream_cpu / self.wall, self.client_cpu / self.wall)
 
 
 Runner = Callable[[int], Awaitable[RunResult]]
@@ -206,10 +209,13 @@ async def measure(
                 if r >= fewer.get(transport, rounds):
                     continue
                 cpu_before, upstream_before = _cpu(bench, transport)
+                client_before = time.process_time()
                 batch, wall = await _batch(runners[transport])
+                client_after = time.process_time()
                 cpu_after, upstream_after = _cpu(bench, transport)
                 series[transport].cpu += cpu_after - cpu_before
                 series[transport].upstream_cpu += upstream_after - upstream_before
+                series[transport].client_cpu += client_after - client_before
                 series[transport].wall += wall
                 series[transport].results += batch
                 series[transport].sizes.append(len(batch))
@@ -300,8 +306,10 @@ def _rows(
             )
     if not solo:
         shares = "; ".join(
-            f"{LABELS[t]} {s.busy()[0]:.0%} (its {'reader' if t == 'direct' else 'server'}), "
-            f"upstream {s.busy()[1]:.0%}"
+            f"{LABELS[t]} {s.busy()[0]:.0%} (its reader), upstream {s.busy()[1]:.0%}"
+            if t == "direct"
+            else f"{LABELS[t]} {s.busy()[0]:.0%} (its server), upstream {s.busy()[1]:.0%}, "
+            f"clients {s.busy()[2]:.0%}"
             for t, s in series.items()
         )
         bench.note(f"fig 1, {where}: share of a core used while each ran: {shares}")
@@ -310,6 +318,9 @@ def _rows(
             for t, s in series.items()
         )
         bench.note(f"fig 1, {where}: first-token p95 of each recorded batch, ms: {batches}")
+        bound = _cpu_bound(series)
+        if bound:
+            bench.note(f"fig 1, {where}: {bound}")
     for transport, s in series.items():
         if s.failures:
             first = s.failures[0].error[:160]
@@ -317,6 +328,39 @@ def _rows(
                 f"fig 1, {LABELS[transport]} · {where}: {len(s.failures)} of {len(s.results)} "
                 f"runs failed (first: {first})"
             )
+
+
+# A process using this much of a core while it ran was held back by that core.
+SATURATED = 0.9
+
+
+def _cpu_bound(series: dict[str, Series]) -> str:
+    """Where Direct's reader used a whole core, the most throughput Parley could have had by
+    CPU: its server has one core (one process), and the server, the upstream and the clients
+    together have the machine's. Against Direct's measured time per run, whose reader reads
+    every chunk as Parley's server does."""
+    direct, cores = series["direct"], os.cpu_count() or 1
+    if not direct.results or direct.busy()[0] < SATURATED:
+        return ""  # Direct was held by the upstream's pace, not by CPU
+    direct_per_run = direct.wall / len(direct.results)
+    found = []
+    for mine in ("sse", "ws"):
+        ours = series[mine]
+        if not ours.results:
+            continue
+        everything = (ours.cpu + ours.upstream_cpu + ours.client_cpu) / len(ours.results)
+        floor = max(ours.cpu_per_run(), everything / cores)
+        measured = p50(ours.throughputs) / p50(direct.throughputs)
+        found.append(
+            f"{LABELS[mine]} {direct_per_run / floor:.2f} (measured {measured:.2f}; per run, "
+            f"{ours.cpu_per_run() * 1000:.1f} ms of CPU in the server, on one core, and "
+            f"{everything * 1000:.1f} ms in the server, upstream and clients, on {cores})"
+        )
+    if not found:
+        return ""
+    return "CPU-bound: the most throughput Parley could reach, as a ratio to Direct: " + "; ".join(
+        found
+    )
 
 
 class Step(NamedTuple):
