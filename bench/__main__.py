@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench import capacity, dbwork, frames, latency, lists
+from bench import capacity, compare, dbwork, frames, latency, lists
 from bench.context import Bench, Options
 from bench.report import render
 from bench.servers import Stack
@@ -27,6 +27,7 @@ FIGURES: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "capacity": capacity.run,
     "dbwork": dbwork.run,
     "lists": lists.run,
+    "compare": compare.run,  # only with --against
 }
 ALIASES = {"1": "latency", "2": "capacity", "3": "dbwork", "4": "lists", "5": "frames"}
 # The whole benchmark stops here whatever happens (a full run takes about seven minutes).
@@ -49,6 +50,14 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--capacity-levels", type=int, nargs="+", default=[], metavar="N")
     parser.add_argument("--capacity-transport", choices=["ws", "sse"], default="ws")
     parser.add_argument(
+        "--against",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="instead of the figures, compare Parley with a second Parley started with these "
+        "settings (e.g. PARLEY_SWITCH_INTERVAL=0.0002), fig 1's rounds at many clients in turn",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         help="py-spy profile of Parley: a flame graph (.svg) or collapsed stacks (.txt)",
@@ -56,9 +65,15 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--output", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
     only = [ALIASES.get(name, name) for name in args.only]
-    unknown = [name for name in only if name not in FIGURES]
+    unknown = [name for name in only if name not in FIGURES or name == "compare"]
     if unknown:
         parser.error(f"unknown figure(s): {', '.join(unknown)}")
+    settings = [item.partition("=") for item in args.against]
+    if any(not name or not sep for name, sep, _ in settings):
+        parser.error("--against takes NAME=VALUE settings")
+    against = {name: value for name, _, value in settings}
+    if against and only:
+        parser.error("--against runs its own comparison; leave out --only")
     opts = Options(
         quick=args.quick,
         only=only,
@@ -67,6 +82,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         redis=args.redis,
         capacity_levels=sorted(args.capacity_levels),
         capacity_transport=args.capacity_transport,
+        against=against,
     )
     return opts, args
 
@@ -86,7 +102,9 @@ def cpu_check() -> float:
 
 
 def _selected(opts: Options) -> list[str]:
-    return [name for name in FIGURES if not opts.only or name in opts.only]
+    if opts.against:
+        return ["compare"]
+    return [name for name in FIGURES if name != "compare" and (not opts.only or name in opts.only)]
 
 
 def setup(bench: Bench, figures: list[str]) -> None:
@@ -104,11 +122,16 @@ def setup(bench: Bench, figures: list[str]) -> None:
             needed += latency.sessions_needed(bench)
         if "capacity" in figures:
             needed += capacity.sessions_needed(bench)
+        if "compare" in figures:
+            needed += compare.sessions_needed(bench)
         data = stack.helper("fixtures", "--sessions", str(needed), "--models", *models)
         bench.token, bench.cookie = data["token"], data["cookie"]
         bench.agents, bench.sessions = data["agents"], data["sessions"]
         steps.update()
         stack.start_daphne("parley", "project.asgi:application", "project.settings")
+        if opts.against:  # bench/compare.py: the same code with other settings
+            app, settings = "project.asgi:application", "project.settings"
+            stack.start_daphne("parley_b", app, settings, **opts.against)
         steps.update()
         if {"latency", "frames", "capacity"} & set(figures):
             stack.start_daphne("naive", "bench.naive.asgi:application", "bench.naive.settings")

@@ -21,6 +21,8 @@ class Options:
     redis: bool = False
     capacity_levels: list[int] = field(default_factory=list)
     capacity_transport: str = "ws"
+    # Settings of a second Parley to compare with (bench/compare.py), as environment variables.
+    against: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

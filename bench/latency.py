@@ -33,7 +33,15 @@ from bench.servers import cpu_seconds
 from bench.stats import p50, p95
 
 TRANSPORTS = ("direct", "sse", "ws", "naive")
-LABELS = {"direct": "Direct", "sse": "SSE", "ws": "WS", "naive": "Naive WS"}
+# sse_b and ws_b: the same transports on a second Parley with other settings (bench/compare.py).
+LABELS = {
+    "direct": "Direct",
+    "sse": "SSE",
+    "ws": "WS",
+    "naive": "Naive WS",
+    "sse_b": "SSE (B)",
+    "ws_b": "WS (B)",
+}
 
 
 @dataclass
@@ -88,7 +96,13 @@ class Series:
 
 
 Runner = Callable[[int], Awaitable[RunResult]]
-SERVER = {"sse": "parley", "ws": "parley", "naive": "naive"}
+SERVER = {
+    "sse": "parley",
+    "ws": "parley",
+    "naive": "naive",
+    "sse_b": "parley_b",
+    "ws_b": "parley_b",
+}
 
 
 async def _runners(
@@ -96,7 +110,8 @@ async def _runners(
 ) -> tuple[list[Runner], Callable[[], Awaitable[None]]]:
     """n independent clients of one transport, and how to let them go."""
     stack, timeout, tokens = bench.stack, scenario.timeout(), scenario.tokens
-    if transport == "direct":
+    server, kind = SERVER.get(transport, ""), transport.removesuffix("_b")
+    if kind == "direct":
         directs = [DirectClient(stack.upstream_url, timeout) for _ in range(n)]
         await connect_all(directs)
 
@@ -104,8 +119,8 @@ async def _runners(
             return await directs[i].run(scenario.model, PROMPT, tokens, timeout)
 
         return [run_direct] * n, close_all(directs)
-    if transport == "sse":
-        sses = [SSEClient(stack.url("parley"), bench.token, timeout) for _ in range(n)]
+    if kind == "sse":
+        sses = [SSEClient(stack.url(server), bench.token, timeout) for _ in range(n)]
         await connect_all(sses)
         sessions, agent = bench.take(n), bench.agent(scenario)
 
@@ -115,8 +130,8 @@ async def _runners(
         return [run_sse] * n, close_all(sses)
     sockets: list[ChatSocket]
     watched: list[str] | None = None
-    if transport == "ws":
-        url, path = stack.url("parley"), "/ws/chat/"
+    if kind == "ws":
+        url, path = stack.url(server), "/ws/chat/"
         sessions, agent = bench.take(n), bench.agent(scenario)
         watched = sessions
         frames = [
@@ -158,8 +173,8 @@ def round_order(transports: tuple[str, ...], r: int) -> list[str]:
     seconds and more in the paced scenario, after which this machine runs the same code two to
     three times slower for the first milliseconds); the other finds it just used. Alternating
     gives each that place in half the rounds, where a rotation always put SSE after Direct."""
-    refs = [t for t in transports if SERVER.get(t) != "parley"]
-    ours = [t for t in transports if SERVER.get(t) == "parley"]
+    ours = [t for t in transports if SERVER.get(t, "").startswith("parley")]
+    refs = [t for t in transports if t not in ours]
     if r % 2:
         refs.reverse()
         ours.reverse()
@@ -229,7 +244,7 @@ async def measure(
     return series
 
 
-def _pair(values: list[float]) -> tuple[float, float | None]:
+def pair(values: list[float]) -> tuple[float, float | None]:
     if len(values) == 1:
         return (values[0], None)
     return (p50(values), p95(values))
@@ -248,9 +263,9 @@ def _latency_rows(
                 "1",
                 f"{kind} {LABELS[mine]} · {where}",
                 "ms",
-                _pair(values),
+                pair(values),
                 LABELS[ref_name],
-                _pair(ref_values),
+                pair(ref_values),
             )
             if ref_name == "direct" and values and ref_values:
                 # The overhead Parley adds: the same percentile, Parley's minus Direct's.
@@ -271,9 +286,9 @@ def _load_rows(bench: Bench, where: str, mine: str, series: dict[str, Series]) -
             "1",
             f"throughput {LABELS[mine]} · {where}",
             "tok/s",
-            _pair(ours.throughputs),
+            pair(ours.throughputs),
             LABELS[ref_name],
-            _pair(series[ref_name].throughputs),
+            pair(series[ref_name].throughputs),
             lower_is_better=False,
         )
         if ref_name == "direct":

@@ -140,12 +140,12 @@ class Stack:
             "upstream", ["-m", "bench.upstream", "--port", str(port)], dict(os.environ), port
         )
 
-    def start_daphne(self, name: str, application: str, settings: str) -> None:
+    def start_daphne(self, name: str, application: str, settings: str, **extra: str) -> None:
         port = free_port()
         # Listening as `manage.py serve` does: with a queue for a burst of new connections.
         endpoint = daphne_endpoint("127.0.0.1", port)
         args = ["-m", "daphne", "-v", "0", "--endpoint", endpoint, application]
-        self.spawn(name, args, self.env(settings), port)
+        self.spawn(name, args, self.env(settings, **extra), port)
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name, None)
