@@ -9,6 +9,7 @@ servers' batches side by side in every round, the outside load falls on both ali
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 from tqdm import tqdm
@@ -37,66 +38,34 @@ def sessions_needed(bench: Bench) -> int:
     return sum((len(TRANSPORTS) - 1) * step.clients for step in plan(bench))
 
 
+# Each row: what is measured, its unit, and its values in one series (tok/s: more is better).
+MEASURES = (
+    ("TTFT {} · median of batch p95", "ms", lambda s: [statistics.median(s.ttft_p95_by_batch())]),
+    ("TTFT {}", "ms", lambda s: s.ttft()),
+    ("throughput {}", "tok/s", lambda s: s.throughputs),
+    ("server CPU per run {}", "ms", lambda s: [s.cpu_per_run()]),
+)
+
+
 def _rows(bench: Bench, where: str, series: dict[str, latency.Series]) -> None:
     against = "B: " + " ".join(f"{k}={v}" for k, v in bench.opts.against.items())
     for mine, theirs in PAIRS:
-        a, b = series[mine], series[theirs]
-        label = latency.LABELS[mine]
-        batch_a, batch_b = a.ttft_p95_by_batch(), b.ttft_p95_by_batch()
-        rows = [
-            Row(
-                "A/B",
-                f"TTFT {label} · {where} · median of batch p95",
-                "ms",
-                (statistics.median(batch_a), None),
-                against,
-                (statistics.median(batch_b), None),
-            ),
-            Row(
-                "A/B",
-                f"TTFT {label} · {where}",
-                "ms",
-                latency.pair(a.ttft()),
-                against,
-                latency.pair(b.ttft()),
-            ),
-            Row(
-                "A/B",
-                f"throughput {label} · {where}",
-                "tok/s",
-                latency.pair(a.throughputs),
-                against,
-                latency.pair(b.throughputs),
-                lower_is_better=False,
-            ),
-            Row(
-                "A/B",
-                f"server CPU per run {label} · {where}",
-                "ms",
-                (a.cpu_per_run(), None),
-                against,
-                (b.cpu_per_run(), None),
-            ),
-        ]
-        for row in rows:
-            bench.add(row)
-    bench.note(
-        f"A/B, {where}: the Parley column is A, Parley as configured; the reference is B, a second "
-        "Parley of the same code and database with the settings named; ratio A / B"
-    )
-    batches = "; ".join(
-        f"{name} " + " / ".join(f"{v * 1000:.0f}" for v in s.ttft_p95_by_batch())
-        for name, s in series.items()
-    )
-    bench.note(f"A/B, {where}: first-token p95 of each batch, ms, in round order: {batches}")
-    for name, s in series.items():
-        if s.failures:
-            bench.note(f"A/B, {name} · {where}: {len(s.failures)} of {len(s.results)} runs failed")
+        label = f"{latency.LABELS[mine]} · {where}"
+        for measure, unit, values in MEASURES:
+            a, b = latency.pair(values(series[mine])), latency.pair(values(series[theirs]))
+            row = Row("A/B", measure.format(label), unit, a, against, b)
+            bench.add(dataclasses.replace(row, lower_is_better=unit != "tok/s"))
+    bench.note(f"A/B, {where}: first-token p95 of each batch, ms: {latency.batches(series)}")
+    latency.note_failures(bench, f"A/B, {{}} · {where}", series)
 
 
 async def run(bench: Bench) -> None:
     steps = plan(bench)
     bar = tqdm(total=sum(step.rounds for step in steps), desc="A/B", unit="round")
+    bench.note(
+        "A/B: the Parley column is A, Parley as configured; the reference is B, a second Parley "
+        "of the same code and database with the settings named; ratio A / B"
+    )
     try:
         for step in steps:
             bar.set_postfix_str(f"{step.scenario.name} ×{step.clients}")

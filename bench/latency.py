@@ -328,19 +328,28 @@ def _rows(
             for t, s in series.items()
         )
         bench.note(f"fig 1, {where}: share of a core used while each ran: {shares}")
-        batches = "; ".join(
-            f"{LABELS[t]} " + " / ".join(f"{v * 1000:.0f}" for v in s.ttft_p95_by_batch())
-            for t, s in series.items()
-        )
-        bench.note(f"fig 1, {where}: first-token p95 of each recorded batch, ms: {batches}")
+        bench.note(f"fig 1, {where}: first-token p95 of each recorded batch, ms: {batches(series)}")
         bound = _cpu_bound(series)
         if bound:
             bench.note(f"fig 1, {where}: {bound}")
+    note_failures(bench, f"fig 1, {{}} · {where}", series)
+
+
+def batches(series: dict[str, Series]) -> str:
+    """Each transport's first-token p95 of each recorded batch, in ms, in round order."""
+    return "; ".join(
+        f"{LABELS[t]} " + " / ".join(f"{v * 1000:.0f}" for v in s.ttft_p95_by_batch())
+        for t, s in series.items()
+    )
+
+
+def note_failures(bench: Bench, where: str, series: dict[str, Series]) -> None:
+    """A note for each transport that had failed runs; `where` has a {} for its label."""
     for transport, s in series.items():
         if s.failures:
             first = s.failures[0].error[:160]
             bench.note(
-                f"fig 1, {LABELS[transport]} · {where}: {len(s.failures)} of {len(s.results)} "
+                f"{where.format(LABELS[transport])}: {len(s.failures)} of {len(s.results)} "
                 f"runs failed (first: {first})"
             )
 
