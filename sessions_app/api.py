@@ -203,8 +203,7 @@ async def create_run(request: HttpRequest, payload: RunIn) -> Any:
     )
     if payload.stream:
         return sse.event_stream(handle)
-    finished = await handle.wait()
-    run = await _run_out(finished.run_id)
+    run = await handle.wait()
     if run.status == RunStatus.ERROR:
         body = {"detail": run.error, "run_id": run.run_id, "session_id": run.session_id}
         return Status(status_for_error(run.error), body)

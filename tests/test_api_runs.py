@@ -93,8 +93,9 @@ async def wait_for_status(run_id: str, *statuses: str, timeout: float = 10.0) ->
 
 
 async def test_a_run_without_session_creates_one_and_answers_the_finished_run(
-    as_alice, agent, upstream
+    as_alice, agent, upstream, settings
 ):
+    settings.LLM_PRICES = "scripted=1:2"
     upstream.script(Reply("Hello Alice.", prompt_tokens=7, completion_tokens=3))
     response = await post(as_alice, "/api/runs", {"input": "Hi there"})
     assert response.status_code == 200
@@ -108,9 +109,11 @@ async def test_a_run_without_session_creates_one_and_answers_the_finished_run(
     assert body["agent_id"] == str(agent.agent_id)
     assert body["model"] == "scripted"
     assert body["metrics"]["total_tokens"] == 10
+    assert body["metrics"]["cost"] == pytest.approx(13e-6)
     assert body["finished_at"] is not None and body["error"] == ""
     session = await Session.objects.select_related("user").aget(pk=body["session_id"])
     assert session.user.username == "alice"
+    # The answer is the run as it was stored, to the last digit of its metrics.
     stored = await as_alice.get(f"/api/runs/{body['run_id']}")
     assert stored.json() == body
 

@@ -251,7 +251,7 @@ class RunHandle:
     run_id: uuid.UUID
     session_id: uuid.UUID
     stream: streams.RunStream
-    task: asyncio.Task[None] = field(repr=False)
+    task: asyncio.Task[Run] = field(repr=False)
 
     def events(
         self, after_seq: int = 0, *, idle: float | None = None
@@ -259,8 +259,9 @@ class RunHandle:
         return self.stream.subscribe(after_seq, idle=idle)
 
     async def wait(self) -> Run:
-        await asyncio.shield(self.task)
-        return await Run.objects.select_related("session").aget(pk=self.run_id)
+        """The run as stored when it ended (its agent, session and user loaded), without
+        reading it back: a non-streamed API run answered with one read fewer on a thread."""
+        return await asyncio.shield(self.task)
 
 
 @dataclass
@@ -679,7 +680,7 @@ GIVE_WAY = 0.05
 
 async def _generate(
     plan: _Plan, stream: streams.RunStream, early: _EarlyRequest | None = None
-) -> None:
+) -> Run:
     run = plan.run
     coalescer = _Coalescer(stream)
     parts: list[str] = []  # everything the user saw streamed, across tool rounds
@@ -808,6 +809,7 @@ async def _generate(
             tools=used,
         )
     memory.after_run(saved)
+    return saved
 
 
 def _record(
@@ -959,7 +961,7 @@ def _finish_runs(items: list[_Finish]) -> list[Run]:
     stored = []
     for run, outcome in zip(runs, outcomes, strict=True):
         if run.pk not in finished:  # reaped meanwhile: that record stands
-            stored.append(Run.objects.select_related("agent").get(pk=run.pk))
+            stored.append(Run.objects.select_related("agent", "session", "user").get(pk=run.pk))
             continue
         for name, value in outcome.items():
             setattr(run, name, value)
