@@ -1003,7 +1003,7 @@ async def cancel_run(user: User, run_id: Any) -> Run:
     return await Run.objects.aget(pk=run.run_id)
 
 
-def request_local_cancel(run_id: uuid.UUID) -> asyncio.Task[None] | None:
+def request_local_cancel(run_id: uuid.UUID) -> asyncio.Task[Run] | None:
     """Cancel a run streaming in this process as the user's wish; its task, if it was here."""
     entry = _active.get(run_id)
     if entry is None:
