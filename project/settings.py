@@ -126,20 +126,9 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missi
 
 REDIS_URL = os.getenv("REDIS_URL", "")
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
-                # blocking pop: without a longer one, idle receives fail with TimeoutError.
-                "hosts": [
-                    {"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}
-                ],
-                "capacity": 1000,
-                "expiry": 30,
-            },
-        }
-    }
+    from project.layers import redis_layer
+
+    CHANNEL_LAYERS = {"default": redis_layer(REDIS_URL)}
 else:
     CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}

@@ -8,11 +8,15 @@ import os
 import re
 import sys
 import textwrap
+import uuid
 
 import pytest
 import redis
+from channels.layers import get_channel_layer
 
+from project import layers
 from sessions_app.models import Agent, Run, RunStatus
+from sessions_app.services import realtime
 from tests.conftest import ROOT, subprocess_env
 from tests.test_consumer import open_tab
 from tests.upstream import Reply
@@ -58,12 +62,7 @@ OTHER_PROCESS = textwrap.dedent(
 
 @pytest.fixture
 def redis_layer(settings):
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
-        }
-    }
+    settings.CHANNEL_LAYERS = {"default": layers.redis_layer(REDIS_URL)}
 
 
 async def test_a_tab_follows_an_answer_streamed_by_another_process(alice, upstream, redis_layer):
@@ -109,3 +108,21 @@ async def test_a_tab_follows_an_answer_streamed_by_another_process(alice, upstre
                 child.kill()
                 await child.wait()
                 raise
+
+
+async def test_more_sessions_at_once_than_the_pool_has_connections_lose_no_event(redis_layer):
+    """One process streaming into more sessions than it has connections to Redis, each session
+    watched from elsewhere: every event arrives, none is refused for want of a connection."""
+    layer = get_channel_layer()
+    sessions = [str(uuid.uuid4()) for _ in range(layers.POOL_SIZE + 50)]
+    watchers = [await layer.new_channel() for _ in sessions]
+    groups = [realtime.group_name(s) for s in sessions]
+    # As many sockets joining their sessions' groups at once.
+    await asyncio.gather(*map(layer.group_add, groups, watchers))
+    for seq, session_id in enumerate(sessions):
+        realtime.forward({"event": "RunContent", "session_id": session_id, "seq": seq})
+    await realtime.drain()
+    received = await asyncio.wait_for(asyncio.gather(*(layer.receive(w) for w in watchers)), 10)
+    assert [m["event"]["session_id"] for m in received] == sessions
+    assert [m["event"]["seq"] for m in received] == list(range(len(sessions)))
+    await asyncio.gather(*map(layer.group_discard, groups, watchers))

@@ -1,0 +1,45 @@
+"""The channel layer across processes: channels_redis, with a pool that waits for a connection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
+from redis.asyncio import BlockingConnectionPool
+
+# Connections one process keeps to Redis, and how long an operation waits for a free one.
+POOL_SIZE = 100
+POOL_TIMEOUT = 20.0
+
+
+def redis_layer(url: str) -> dict[str, Any]:
+    """The CHANNEL_LAYERS entry for the Redis at `url`."""
+    return {
+        "BACKEND": "project.layers.RedisChannelLayer",
+        "CONFIG": {
+            # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
+            # blocking pop: without a longer one, idle receives fail with TimeoutError.
+            "hosts": [{"address": url, "socket_timeout": 30, "socket_connect_timeout": 5}],
+            "capacity": 1000,
+            "expiry": 30,
+        },
+    }
+
+
+class RedisChannelLayer(_RedisChannelLayer):
+    """channels_redis's layer, drawing its connections from redis-py's blocking pool.
+
+    The default pool raises MaxConnectionsError once 100 connections are in use. A process
+    streaming answers into more sessions than that at once sends each event to its session's
+    group, the sessions side by side, and a hundred sockets connecting at once join their
+    groups together: past the hundredth, events were lost and sockets closed with code 1011.
+    The blocking pool has as many connections, and makes the rest wait for one.
+    """
+
+    def create_pool(self, index: int) -> Any:
+        host = dict(self.hosts[index])
+        if "address" not in host:  # Sentinel: channels_redis's own pool
+            return super().create_pool(index)
+        host.setdefault("max_connections", POOL_SIZE)
+        host.setdefault("timeout", POOL_TIMEOUT)
+        return BlockingConnectionPool.from_url(host.pop("address"), **host)
