@@ -163,11 +163,6 @@ def list_session_messages(
 # -- runs ------------------------------------------------------------------------------------
 
 
-async def _run_out(run_id: uuid.UUID) -> Run:
-    # RunOut reads run.user; loaded here because lazy loading is not allowed in async code.
-    return await Run.objects.select_related("user").aget(pk=run_id)
-
-
 RUN_ERRORS: dict[int, Any] = {
     **WRITE_ERRORS,
     409: ErrorOut,
@@ -219,8 +214,7 @@ def get_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
 async def cancel_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
     """Stop a run; answers the run as it now stands (CANCELLED once stopped, or unchanged if it
     had already finished)."""
-    run = await runs.cancel_run(_user(request), run_id)
-    return await _run_out(run.run_id)
+    return await runs.cancel_run(_user(request), run_id)
 
 
 @runs_router.post("/{run_id}/feedback", response={200: RunOut, **WRITE_ERRORS})

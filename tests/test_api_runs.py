@@ -363,10 +363,16 @@ async def test_cancelling_a_streaming_run_stops_it_and_answers_the_cancelled_run
 
 
 async def test_cancelling_a_finished_run_changes_nothing(as_alice, agent, upstream):
+    from tests.querycount import count_queries
+
     run = (await post(as_alice, "/api/runs", {"input": "quick"})).json()
-    response = await post(as_alice, f"/api/runs/{run['run_id']}/cancel")
+    with count_queries() as counted:
+        response = await post(as_alice, f"/api/runs/{run['run_id']}/cancel")
     assert response.status_code == 200
-    assert response.json()["status"] == "COMPLETED"
+    assert response.json() == run
+    # The caller's token; the run, through the access gate; the run as it stands, with its
+    # user, read once.
+    assert counted.queries == 3, counted.described()
 
 
 async def test_feedback_is_saved_shown_and_cleared(as_alice, agent, upstream):

@@ -259,8 +259,8 @@ class RunHandle:
         return self.stream.subscribe(after_seq, idle=idle)
 
     async def wait(self) -> Run:
-        """The run as stored when it ended (its agent, session and user loaded), without
-        reading it back: a non-streamed API run answered with one read fewer on a thread."""
+        """The run as stored when it ended, its agent, session and user loaded: the engine's
+        own object, not read back."""
         return await asyncio.shield(self.task)
 
 
@@ -990,7 +990,8 @@ def run_metrics(run: Run) -> dict[str, Any]:
 
 
 async def cancel_run(user: User, run_id: Any) -> Run:
-    """Stop a run: at once when it streams in this process, else at its next checkpoint."""
+    """Stop a run: at once when it streams in this process, else at its next checkpoint. The
+    run as it then stands, its user loaded."""
     run = await database_sync_to_async(get_run_for_user)(user, run_id)
     task = request_local_cancel(run.run_id)
     if task is not None:
@@ -1000,7 +1001,7 @@ async def cancel_run(user: User, run_id: Any) -> Run:
             cancel_requested=True
         )
         await database_sync_to_async(liveness.reap_stale_runs)(session_id=run.session_id)
-    return await Run.objects.aget(pk=run.run_id)
+    return await Run.objects.select_related("user").aget(pk=run.run_id)
 
 
 def request_local_cancel(run_id: uuid.UUID) -> asyncio.Task[Run] | None:
