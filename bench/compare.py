@@ -15,7 +15,7 @@ import statistics
 from tqdm import tqdm
 
 from bench import latency
-from bench.context import Bench, Scenario
+from bench.context import Bench
 from bench.report import Row
 
 TRANSPORTS = ("direct", "sse", "sse_b", "ws", "ws_b")
@@ -25,9 +25,7 @@ PAIRS = (("sse", "sse_b"), ("ws", "ws_b"))
 def plan(bench: Bench) -> list[latency.Step]:
     """Many short fast rounds and a few paced ones: every batch is one sample of each."""
     quick = bench.opts.quick
-    fast = Scenario("fast", 200, 0.0)
-    paced = Scenario("paced", 60 if quick else 200, 0.05)
-    n = min(bench.opts.clients, 50) if quick else bench.opts.clients
+    fast, paced, n = latency.scenarios(bench)
     return [
         latency.Step(fast, n, 2 if quick else 12, TRANSPORTS, 0),
         latency.Step(paced, n, 1 if quick else 4, (), 0),

@@ -320,19 +320,23 @@ def _rows(
                 )
             )
     if not solo:
-        shares = "; ".join(
-            f"{LABELS[t]} {s.busy()[0]:.0%} (its reader), upstream {s.busy()[1]:.0%}"
-            if t == "direct"
-            else f"{LABELS[t]} {s.busy()[0]:.0%} (its server), upstream {s.busy()[1]:.0%}, "
-            f"clients {s.busy()[2]:.0%}"
-            for t, s in series.items()
-        )
+        shares = "; ".join(_shares(t, s) for t, s in series.items())
         bench.note(f"fig 1, {where}: share of a core used while each ran: {shares}")
         bench.note(f"fig 1, {where}: first-token p95 of each recorded batch, ms: {batches(series)}")
         bound = _cpu_bound(series)
         if bound:
             bench.note(f"fig 1, {where}: {bound}")
     note_failures(bench, f"fig 1, {{}} · {where}", series)
+
+
+def _shares(transport: str, s: Series) -> str:
+    own, upstream, clients = s.busy()
+    if transport == "direct":  # its clients are its reader
+        return f"{LABELS[transport]} {own:.0%} (its reader), upstream {upstream:.0%}"
+    return (
+        f"{LABELS[transport]} {own:.0%} (its server), upstream {upstream:.0%}, "
+        f"clients {clients:.0%}"
+    )
 
 
 def batches(series: dict[str, Series]) -> str:
@@ -395,6 +399,14 @@ class Step(NamedTuple):
     naive_rounds: int  # Naive runs in the first so many rounds only
 
 
+def scenarios(bench: Bench) -> tuple[Scenario, Scenario, int]:
+    """The fast and the paced upstream, and the many clients (fewer and shorter with --quick)."""
+    quick = bench.opts.quick
+    fast = Scenario("fast", 200, 0.0)
+    paced = Scenario("paced", 60 if quick else 200, 0.05)
+    return fast, paced, min(bench.opts.clients, 50) if quick else bench.opts.clients
+
+
 def plan(bench: Bench) -> list[Step]:
     """The steps in the order they run. --quick is a smoke run: fewer, shorter, smaller.
 
@@ -413,9 +425,7 @@ def plan(bench: Bench) -> list[Step]:
     `openai` client keeps its connections five seconds, so no warm-up would carry over anyway.
     """
     quick = bench.opts.quick
-    fast = Scenario("fast", 200, 0.0)
-    paced = Scenario("paced", 60 if quick else 200, 0.05)
-    n = min(bench.opts.clients, 50) if quick else bench.opts.clients
+    fast, paced, n = scenarios(bench)
     warm = tuple(t for t in TRANSPORTS if t != "naive")
     # An even number of rounds, so SSE and WS each go first in half of them (see round_order).
     return [
