@@ -214,6 +214,8 @@ class LLMCall(TokenMetrics):
     model_provider = models.CharField(max_length=50, blank=True)
     ok = models.BooleanField(default=True)
     error = models.TextField(blank=True)
+    # What the model was sent (system message, history, tool results), for staff to read.
+    sent_messages = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -1,15 +1,35 @@
-"""Staff inspect every session, run and model call in the Django admin."""
+"""Staff inspect every session, run and model call in the Django admin, read like the chat."""
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
+
 import pytest
 from django.contrib import admin
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from sessions_app.admin import SessionAdmin
-from sessions_app.models import Agent, Session
+from sessions_app.admin.sessions import SessionAdmin
+from sessions_app.models import (
+    Agent,
+    ApiToken,
+    CallKind,
+    LLMCall,
+    Message,
+    Role,
+    Run,
+    RunStatus,
+    Session,
+)
+from sessions_app.services.tokens import create_token
+from tests.apiclient import stored_run
 
 pytestmark = pytest.mark.django_db
+
+XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
 @pytest.fixture
@@ -18,17 +38,65 @@ def superuser(django_user_model):
 
 
 @pytest.fixture
-def sessions(alice) -> list[Session]:
-    agent = Agent.objects.create(name="Helper", model="scripted")
+def root(superuser) -> Client:
+    client = Client()
+    client.force_login(superuser)
+    return client
+
+
+@pytest.fixture
+def agent() -> Agent:
+    return Agent.objects.create(name="Helper", model="scripted", instructions="Be brief.")
+
+
+@pytest.fixture
+def sessions(alice, agent) -> list[Session]:
     return Session.objects.bulk_create(
         [Session(user=alice, agent=agent, session_name=f"chat {i}") for i in range(3)]
     )
 
 
-def test_staff_list_every_users_sessions(superuser, sessions):
-    client = Client()
-    client.force_login(superuser)
-    page = client.get("/admin/sessions_app/session/").content.decode()
+@pytest.fixture
+def conversation(alice, agent) -> Session:
+    """A session of three runs: a tool call, a rated answer in Markdown, a failed run."""
+    session = Session.objects.create(
+        user=alice, agent=agent, session_name="Weather talk", summary={"summary": "Talked."}
+    )
+    first = stored_run(session, "What's the weather?", "", duration=1.727307221999979)
+    first.messages.filter(role=Role.ASSISTANT).update(
+        tool_calls=[
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ]
+    )
+    Message.objects.create(
+        run=first, session=session, order=2, role=Role.TOOL, content="18 °C", tool_call_id="call_1"
+    )
+    Message.objects.create(
+        run=first, session=session, order=3, role=Role.ASSISTANT, content="It is **18 °C**."
+    )
+    Run.objects.filter(pk=first.pk).update(
+        content="It is **18 °C**.",
+        feedback_rating=1,
+        feedback_comment="Spot on",
+        session_state={"city": "Paris"},
+        cost="0.000123",
+    )
+    LLMCall.objects.filter(run=first).update(cost="0.000123")
+    stored_run(session, "And tomorrow?", "Sunny, `22 °C`.")
+    stored_run(
+        session, "And next week?", "", status=RunStatus.ERROR, duration=0.2
+    ).__class__.objects.filter(session=session, position=3).update(
+        error="The model is unreachable."
+    )
+    return session
+
+
+def test_staff_list_every_users_sessions(root, sessions):
+    page = root.get("/admin/sessions_app/session/").content.decode()
     for session in sessions:
         assert session.session_name in page
         assert f'value="{session.session_id}" class="action-select"' in page
@@ -40,20 +108,281 @@ def test_the_row_checkbox_is_exactly_djangos(superuser, sessions):
     assert ours.action_checkbox(sessions[0]) == stock.action_checkbox(sessions[0])
 
 
-def test_selected_sessions_can_be_deleted_from_the_list(superuser, sessions):
-    client = Client()
-    client.force_login(superuser)
+def test_selected_sessions_can_be_deleted_from_the_list(root, sessions):
     picked = [str(s.session_id) for s in sessions[:2]]
     form = {"action": "delete_selected", "_selected_action": picked}
-    confirm = client.post("/admin/sessions_app/session/", form)
+    confirm = root.post("/admin/sessions_app/session/", form)
     assert "Are you sure" in confirm.content.decode()
-    done = client.post("/admin/sessions_app/session/", {**form, "post": "yes"})
+    done = root.post("/admin/sessions_app/session/", {**form, "post": "yes"})
     assert done.status_code == 302
     assert list(Session.objects.values_list("session_name", flat=True)) == ["chat 2"]
 
 
-def test_the_admin_is_closed_to_users_who_are_not_staff(alice, sessions):
-    client = Client()
-    client.force_login(alice)
-    response = client.get("/admin/sessions_app/session/")
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/",
+        "/admin/sessions_app/session/",
+        "/admin/sessions_app/run/",
+        "/admin/sessions_app/message/",
+        "/admin/sessions_app/llmcall/",
+        "/admin/sessions_app/user/",
+    ],
+)
+def test_the_admin_is_closed_to_anyone_who_is_not_staff(alice, conversation, path):
+    anonymous = Client().get(path)
+    assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
+    user = Client()
+    user.force_login(alice)
+    response = user.get(path)
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert conversation.session_name not in response.content.decode()
+
+
+def test_the_session_list_shows_what_each_session_cost_and_whether_it_failed(root, conversation):
+    page = root.get("/admin/sessions_app/session/").content.decode()
+    row = page[page.index("Weather talk") :].split("</tr>")[0]
+    assert ">alice<" in row and ">Helper<" in row
+    assert ">3<" in row  # runs
+    assert ">45<" in row  # tokens: three runs of 10 + 5
+    assert "$0.0001" in row  # the priced call
+    assert 'alt="True"' in row  # has errors
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("has_errors=yes", ["Weather talk"]),
+        ("has_errors=no", ["Quiet"]),
+        ("has_feedback=yes", ["Weather talk"]),
+        ("owner=bob", ["Quiet"]),
+        ("q=weather", ["Weather talk"]),
+    ],
+)
+def test_sessions_are_found_by_errors_feedback_owner_and_name(
+    root, conversation, bob, agent, query, expected
+):
+    Session.objects.create(user=bob, agent=agent, session_name="Quiet")
+    page = root.get(f"/admin/sessions_app/session/?{query}").content.decode()
+    found = [name for name in ("Weather talk", "Quiet") if f">{name}<" in page]
+    assert found == expected
+
+
+def test_a_pasted_session_id_finds_its_session(root, conversation, sessions):
+    page = root.get(f"/admin/sessions_app/session/?q={conversation.session_id}").content.decode()
+    assert ">Weather talk<" in page and ">chat 0<" not in page
+
+
+@pytest.mark.parametrize("term", ["' OR 1=1 --", "%", "_", "\\", "😀" * 50])
+def test_search_terms_that_look_like_sql_match_only_themselves(root, conversation, term):
+    for path in ("session", "run", "message", "user"):
+        response = root.get(f"/admin/sessions_app/{path}/", {"q": term})
+        assert response.status_code == 200
+        assert list(response.context["cl"].result_list) == [], path
+
+
+@pytest.mark.parametrize("term", ["%E2%80%AE%00x", "%ED%A0%80", "a%CC%81" * 40, "%FF%FE"])
+def test_unicode_hostile_search_terms_answer_a_page(root, conversation, term):
+    for path in ("session", "run", "message", "llmcall", "user", "agent"):
+        assert root.get(f"/admin/sessions_app/{path}/?q={term}").status_code == 200, path
+
+
+def test_a_session_page_is_a_transcript(root, conversation):
+    response = root.get(f"/admin/sessions_app/session/{conversation.session_id}/change/")
+    page = response.content.decode()
+    assert page.index("What&#x27;s the weather?") < page.index("And tomorrow?")
+    assert page.index("And tomorrow?") < page.index("And next week?")
+    assert "It is <strong>18 °C</strong>." in page  # Markdown, rendered
+    assert "<code>22 °C</code>" in page
+    assert "<code>get_weather</code>" in page and "&quot;city&quot;: &quot;Paris&quot;" in page
+    assert "18 °C</pre>" in page  # the tool's result
+    assert "1.73 s" in page and "1.727307" not in page
+    assert "$0.0001" in page
+    assert "Spot on" in page and "👍" in page
+    assert "The model is unreachable." in page
+    assert page.count('data-testid="transcript-run"') == 3
+    assert "Talked." in page  # the summary
+    assert "&#x27;city&#x27;: &#x27;Paris&#x27;" in page  # the state this run left
+    assert f'href="/admin/sessions_app/user/{conversation.user_id}/change/"' in page
+    assert f'href="/admin/sessions_app/agent/{conversation.agent_id}/change/"' in page
+
+
+def test_on_a_session_page_only_its_name_state_and_metadata_are_form_fields(root, conversation):
+    page = root.get(f"/admin/sessions_app/session/{conversation.session_id}/change/")
+    fields = set(page.context["adminform"].form.fields)
+    assert fields == {"session_name", "session_state", "metadata"}
+
+
+def test_staff_rename_and_set_state_as_validated_json(root, conversation):
+    url = f"/admin/sessions_app/session/{conversation.session_id}/change/"
+    form = {"session_name": "Renamed", "session_state": '{"city": "Lyon"}', "metadata": "{}"}
+    assert root.post(url, form).status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.session_name == "Renamed"
+    assert conversation.session_state == {"city": "Lyon"}
+    for bad in ("{not json", "[1, 2]", '"text"'):
+        response = root.post(url, {**form, "session_state": bad})
+        assert response.status_code == 200
+        assert "errornote" in response.content.decode()
+    conversation.refresh_from_db()
+    assert conversation.session_state == {"city": "Lyon"}
+    assert conversation.runs.count() == 3  # the record is untouched
+
+
+def test_a_run_page_shows_its_messages_and_its_model_calls(root, conversation):
+    run = conversation.runs.get(position=1)
+    LLMCall.objects.filter(run=run).update(
+        sent_messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Earlier question"},
+            {"role": "user", "content": "What's the weather?"},
+        ]
+    )
+    response = root.get(f"/admin/sessions_app/run/{run.run_id}/change/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "It is <strong>18 °C</strong>." in page
+    assert "Context as sent (3 messages)" in page and "Earlier question" in page
+    assert "1.73 s" in page
+    assert 'name="_save"' not in page  # a record, read-only
+
+
+def test_every_table_has_a_list_that_staff_can_read(root, conversation, alice):
+    create_token(alice, "laptop")
+    secret_hash = ApiToken.objects.get().token_hash
+    for path in ("agent", "apitoken", "user", "llmcall", "message", "run", "session"):
+        response = root.get(f"/admin/sessions_app/{path}/")
+        assert response.status_code == 200, path
+        assert secret_hash not in response.content.decode()
+    token_page = root.get(f"/admin/sessions_app/apitoken/{ApiToken.objects.get().pk}/change/")
+    assert secret_hash not in token_page.content.decode()
+    users = root.get("/admin/sessions_app/user/").content.decode()
+    row = users[users.index(">alice<") :].split("</tr>")[0]
+    assert ">1<" in row and ">3<" in row and ">45<" in row  # sessions, runs, tokens
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("status__exact=ERROR", {3}),
+        ("rating=1", {1}),
+        ("rating=none", {2, 3}),
+        ("model=scripted", {1, 2, 3}),
+        ("model=other", set()),
+    ],
+)
+def test_runs_are_filtered_by_status_rating_and_model(root, conversation, query, expected):
+    response = root.get(f"/admin/sessions_app/run/?{query}")
+    shown = {run.position for run in response.context["cl"].result_list}
+    assert shown == expected
+
+
+def test_runs_are_rated_up_and_down_in_bulk(root, conversation):
+    runs = list(conversation.runs.order_by("position"))
+    form = {"action": "rate_down", "_selected_action": [str(r.run_id) for r in runs[:2]]}
+    response = root.post("/admin/sessions_app/run/", form, follow=True)
+    assert "2 runs rated bad." in response.content.decode()
+    ratings = dict(conversation.runs.values_list("position", "feedback_rating"))
+    assert ratings == {1: -1, 2: -1, 3: None}
+
+
+def test_selected_sessions_export_as_json_in_the_apis_shape(root, conversation, sessions):
+    form = {
+        "action": "export_sessions_json",
+        "_selected_action": [str(conversation.session_id), str(sessions[0].session_id)],
+    }
+    response = root.post("/admin/sessions_app/session/", form)
+    assert response["Content-Disposition"].startswith("attachment")
+    exported = json.loads(b"".join(response.streaming_content))
+    assert {s["session_name"] for s in exported} == {"Weather talk", "chat 0"}
+    talk = next(s for s in exported if s["session_name"] == "Weather talk")
+    assert talk["user_id"] == "alice" and talk["metrics"]["total_tokens"] == 45
+    assert [r["input"] for r in talk["runs"]][:2] == ["What's the weather?", "And tomorrow?"]
+    roles = [m["role"] for m in talk["runs"][0]["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+def test_names_and_messages_are_inert_html_in_the_admin(root, alice):
+    agent = Agent.objects.create(name=XSS, model=XSS, instructions="")
+    session = Session.objects.create(user=alice, agent=agent, session_name=XSS)
+    run = stored_run(session, XSS, XSS)
+    LLMCall.objects.filter(run=run).update(sent_messages=[{"role": "user", "content": XSS}])
+    pages = [
+        "/admin/sessions_app/session/",
+        f"/admin/sessions_app/session/{session.session_id}/change/",
+        "/admin/sessions_app/run/",
+        f"/admin/sessions_app/run/{run.run_id}/change/",
+        "/admin/sessions_app/message/",
+        "/admin/sessions_app/llmcall/",
+        f"/admin/sessions_app/llmcall/{run.llm_calls.get().pk}/change/",
+        "/admin/sessions_app/agent/",
+    ]
+    for path in pages:
+        page = root.get(path).content.decode()
+        assert "<script>alert" not in page, path
+        assert "<img src=x" not in page, path
+
+
+def _queries(client: Client, path: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(path).status_code == 200
+    return len(captured)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/sessions_app/session/",
+        "/admin/sessions_app/run/",
+        "/admin/sessions_app/message/",
+        "/admin/sessions_app/llmcall/",
+        "/admin/sessions_app/user/",
+        "/admin/sessions_app/agent/",
+    ],
+)
+def test_a_list_costs_the_same_queries_for_three_rows_or_thirty(root, alice, agent, path):
+    def grow(n: int) -> None:
+        for i in range(n):
+            session = Session.objects.create(user=alice, agent=agent, session_name=f"s{i}")
+            stored_run(session, f"q{i}", f"a{i}")
+
+    grow(3)
+    few = _queries(root, path)
+    grow(27)
+    assert _queries(root, path) == few
+    assert few <= 12
+
+
+def test_a_session_page_costs_the_same_queries_for_three_runs_or_thirty(root, conversation):
+    path = f"/admin/sessions_app/session/{conversation.session_id}/change/"
+    few = _queries(root, path)
+    for i in range(27):
+        stored_run(conversation, f"more {i}", f"answer {i}")
+    assert _queries(root, path) == few
+    assert few <= 14
+
+
+def test_a_long_session_is_read_a_page_of_runs_at_a_time(root, conversation):
+    for i in range(110):
+        stored_run(conversation, f"more {i}", f"answer {i}")
+    path = f"/admin/sessions_app/session/{conversation.session_id}/change/"
+    first = root.get(path).content.decode()
+    assert first.count('data-testid="transcript-run"') == 100
+    assert "Runs 1–100 of 113" in first
+    second = root.get(path + "?transcript=2").content.decode()
+    assert second.count('data-testid="transcript-run"') == 13 and "more 109" in second
+
+
+def test_title_and_summary_calls_show_beside_the_transcript(root, conversation):
+    LLMCall.objects.create(
+        session=conversation,
+        user=conversation.user,
+        kind=CallKind.TITLE,
+        model="scripted",
+        total_tokens=7,
+        duration=0.3,
+        created_at=timezone.now() - timedelta(minutes=1),
+    )
+    page = root.get(f"/admin/sessions_app/session/{conversation.session_id}/change/")
+    assert "Other model calls" in page.content.decode()
+    assert ">title<" in page.content.decode()

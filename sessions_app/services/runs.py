@@ -667,6 +667,7 @@ class _Call:
     time_to_first_token: float | None
     duration: float
     ok: bool
+    sent: list[dict[str, Any]]
     error: str = ""
 
 
@@ -820,15 +821,16 @@ def _record(
     first: float | None,
     duration: float,
 ) -> _Call:
+    sent = list(messages)  # the caller extends its list with the next round's messages
     if end is not None:
-        return _Call(end.usage, end.model or run.model, first, duration, ok=True)
+        return _Call(end.usage, end.model or run.model, first, duration, ok=True, sent=sent)
     # The upstream never reported usage for a broken or stopped answer: count what we have.
     usage = llm.Usage(
         input_tokens=sum(len(m.get("content") or "") for m in messages) // 4,
         output_tokens=(len(text) + 3) // 4,
         estimated=True,
     )
-    return _Call(usage, run.model, first, duration, ok=False)
+    return _Call(usage, run.model, first, duration, ok=False, sent=sent)
 
 
 def _run_tools(
@@ -922,6 +924,7 @@ def _finish_runs(items: list[_Finish]) -> list[Run]:
                     ok=call.ok,
                     error=call.error,
                     time_to_first_token=call.time_to_first_token,
+                    sent_messages=call.sent,
                     kind=CallKind.CHAT,
                     run=run,
                     session_id=run.session_id,

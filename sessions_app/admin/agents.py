@@ -1,0 +1,50 @@
+"""Agents (shared configurations) and API tokens, whose secret is never shown."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+
+from sessions_app.admin import display
+from sessions_app.models import Agent, ApiToken, Session
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = [
+        "name", "model", "is_default", "history", "search_session_history",
+        "enable_session_summaries", "sessions", "updated_at",
+    ]  # fmt: skip
+    list_filter = ["model", "is_default", "enable_session_summaries"]
+    search_fields = ["name", "model", "instructions"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        return super().get_queryset(request).annotate(session_count=Count("sessions"))
+
+    @admin.display(description="history")
+    def history(self, obj: Agent) -> str:
+        if not obj.add_history_to_context:
+            return "off"
+        if obj.num_history_messages is not None:
+            return f"last {obj.num_history_messages} messages"
+        return f"last {obj.num_history_runs} runs"
+
+    @admin.display(description="sessions", ordering="session_count")
+    def sessions(self, obj: Agent) -> SafeString:
+        url = display.changelist_url(Session, agent__agent_id__exact=obj.pk)
+        return display.link(url, display.tokens(obj.session_count))
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "prefix", "user", "created_at", "last_used_at"]
+    list_select_related = ["user"]
+    list_filter = ["created_at", "last_used_at"]
+    search_fields = ["name", "prefix", "user__username"]
+    fields = ["name", "prefix", "user", "created_at", "last_used_at"]
+    readonly_fields = ["prefix", "user", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a token is shown once, to whoever creates it: on the tokens page

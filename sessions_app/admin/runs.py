@@ -1,0 +1,127 @@
+"""Runs and their messages in the admin: filtered by status, model, agent, rating and date."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from sessions_app.admin import actions, display, transcript
+from sessions_app.admin.base import RecordAdmin
+from sessions_app.admin.filters import ModelNameFilter, RatingFilter
+from sessions_app.models import Message, Run, Session
+from sessions_app.services.markdown import highlight_css
+from sessions_app.services.sessions import session_title
+
+
+@admin.register(Run)
+class RunAdmin(RecordAdmin):
+    list_display = [
+        "run", "session_link", "user", "agent", "status_badge", "model", "tokens",
+        "first_token", "took", "cost", "rated", "created_at",
+    ]  # fmt: skip
+    list_display_links = ["run"]
+    list_filter = ["status", ModelNameFilter, "agent", RatingFilter]
+    search_fields = ["input", "user__username"]
+    date_hierarchy = "created_at"
+    ordering = ["-created_at"]
+    list_select_related = ["session", "user", "agent"]
+    actions = [actions.rate_up, actions.rate_down, actions.export_runs_json]
+    fields = [
+        "session_link", "user_link", "agent_link", "position", "status_badge", "model",
+        "model_provider", "created_at", "finished_at", "metrics", "feedback", "error",
+    ]  # fmt: skip
+    readonly_fields = fields
+    change_form_template = "admin/sessions_app/run/change_form.html"
+
+    @admin.display(description="run")
+    def run(self, obj: Run) -> str:
+        return display.excerpt(obj.input, 60) or str(obj.pk)
+
+    @admin.display(description="session", ordering="session__session_name")
+    def session_link(self, obj: Run) -> SafeString | str:
+        return display.admin_link(obj.session, session_title(obj.session))
+
+    @admin.display(description="user")
+    def user_link(self, obj: Run) -> SafeString | str:
+        return display.admin_link(obj.user, obj.user.get_username())
+
+    @admin.display(description="agent")
+    def agent_link(self, obj: Run) -> SafeString | str:
+        return display.admin_link(obj.agent, obj.agent.name)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: Run) -> SafeString:
+        return display.status(obj.status)
+
+    @admin.display(description="tokens", ordering="total_tokens")
+    def tokens(self, obj: Run) -> str:
+        return display.tokens(obj.total_tokens)
+
+    @admin.display(description="first token", ordering="time_to_first_token")
+    def first_token(self, obj: Run) -> str:
+        return display.duration(obj.time_to_first_token)
+
+    @admin.display(description="duration", ordering="duration")
+    def took(self, obj: Run) -> str:
+        return display.duration(obj.duration)
+
+    @admin.display(description="cost", ordering="cost")
+    def cost(self, obj: Run) -> str:
+        return display.cost(obj.cost, obj.usage_estimated)
+
+    @admin.display(description="rating", ordering="feedback_rating")
+    def rated(self, obj: Run) -> str:
+        return display.rating(obj.feedback_rating)
+
+    @admin.display(description="metrics")
+    def metrics(self, obj: Run) -> SafeString:
+        return format_html(
+            "{}",
+            " · ".join(f"{label}: {value}" for label, value in transcript.metrics(obj)),
+        )
+
+    @admin.display(description="feedback")
+    def feedback(self, obj: Run) -> SafeString | str:
+        if obj.feedback_rating is None:
+            return display.EMPTY
+        return format_html("{} {}", display.rating(obj.feedback_rating), obj.feedback_comment or "")
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        run = context.get("original")
+        if run is not None:
+            context["detail"] = transcript.run_detail(run)
+            context["highlight_css"] = highlight_css()
+        return super().render_change_form(request, context, *args, **kwargs)
+
+
+@admin.register(Message)
+class MessageAdmin(RecordAdmin):
+    list_display = ["text", "role", "run_link", "session_link", "created_at"]
+    list_display_links = ["text"]
+    list_filter = ["role"]
+    search_fields = ["content"]
+    ordering = ["-pk"]
+    fields = ["run_link", "session_link", "order", "role", "body", "tool_calls", "tool_call_id"]
+    readonly_fields = fields
+
+    @admin.display(description="message")
+    def text(self, obj: Message) -> str:
+        return display.excerpt(obj.content) or display.EMPTY
+
+    @admin.display(description="run")
+    def run_link(self, obj: Message) -> SafeString:
+        return display.link(display.change_url(Run, obj.run_id), "run")
+
+    @admin.display(description="session")
+    def session_link(self, obj: Message) -> SafeString:
+        return display.link(display.change_url(Session, obj.session_id), obj.session_id)
+
+    @admin.display(description="content")
+    def body(self, obj: Message) -> SafeString:
+        return transcript.turn(obj.role, obj.content).html

@@ -1,0 +1,158 @@
+"""Sessions in the admin: found by owner, agent, date, errors or feedback; read as a transcript."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery, Sum
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from sessions_app.admin import actions, display, transcript
+from sessions_app.admin.base import ListAdmin
+from sessions_app.admin.filters import HasErrorsFilter, HasFeedbackFilter, OwnerFilter
+from sessions_app.models import LLMCall, Run, RunStatus, Session
+from sessions_app.services.markdown import highlight_css
+from sessions_app.services.sessions import session_title
+
+
+def _per_session(rows: QuerySet, value: Any) -> Subquery:
+    """One figure of each listed session, computed for the rows on the page only."""
+    grouped = rows.filter(session=OuterRef("pk")).order_by().values("session")
+    return Subquery(grouped.annotate(v=value).values("v"))
+
+
+class SessionForm(forms.ModelForm):
+    """Only what a person may change; the record of what was said is not a form field."""
+
+    class Meta:
+        model = Session
+        fields = ["session_name", "session_state", "metadata"]
+
+    def _json_object(self, name: str) -> dict[str, Any]:
+        value = self.cleaned_data.get(name)
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Enter a JSON object, like {} or {"key": "value"}.')
+        return value
+
+    def clean_session_state(self) -> dict[str, Any]:
+        return self._json_object("session_state")
+
+    def clean_metadata(self) -> dict[str, Any]:
+        return self._json_object("metadata")
+
+
+@admin.register(Session)
+class SessionAdmin(ListAdmin):
+    form = SessionForm
+    list_display = [
+        "title", "owner", "agent_name", "runs", "tokens", "cost", "errors", "updated_at",
+    ]  # fmt: skip
+    list_filter = [OwnerFilter, "agent", HasErrorsFilter, HasFeedbackFilter]
+    search_fields = ["session_name", "user__username"]
+    date_hierarchy = "created_at"
+    ordering = ["-updated_at"]
+    list_select_related = ["user", "agent"]
+    actions = [actions.export_sessions_json]
+    fieldsets = [
+        (None, {"fields": ["owner_link", "agent_link", "created_at", "updated_at", "totals"]}),
+        ("Editable", {"fields": ["session_name", "session_state", "metadata"]}),
+        ("Memory", {"fields": ["summary_view"]}),
+    ]
+    readonly_fields = ["owner_link", "agent_link", "created_at", "updated_at", "totals"]
+    readonly_fields += ["summary_view"]
+    change_form_template = "admin/sessions_app/session/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
+        calls = LLMCall.objects.all()
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                run_count=_per_session(Run.objects.all(), Count("pk")),
+                token_count=_per_session(calls, Sum("total_tokens")),
+                cost_total=_per_session(calls, Sum("cost")),
+                has_errors=Exists(
+                    Run.objects.filter(session=OuterRef("pk"), status=RunStatus.ERROR)
+                ),
+            )
+        )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        """A pasted session id finds its session, beside the name and owner searches."""
+        results, duplicates = super().get_search_results(request, queryset, search_term)
+        try:
+            wanted = uuid.UUID(search_term.strip())
+        except ValueError:
+            return results, duplicates
+        return results | queryset.filter(pk=wanted), duplicates
+
+    @admin.display(description="session", ordering="session_name")
+    def title(self, obj: Session) -> str:
+        return session_title(obj)
+
+    @admin.display(description="owner", ordering="user__username")
+    def owner(self, obj: Session) -> str:
+        return obj.user.get_username()
+
+    @admin.display(description="agent", ordering="agent__name")
+    def agent_name(self, obj: Session) -> str:
+        return obj.agent.name
+
+    @admin.display(description="runs")
+    def runs(self, obj: Session) -> str:
+        return display.tokens(obj.run_count or 0)
+
+    @admin.display(description="tokens")
+    def tokens(self, obj: Session) -> str:
+        return display.tokens(obj.token_count or 0)
+
+    @admin.display(description="cost")
+    def cost(self, obj: Session) -> str:
+        return display.cost(obj.cost_total)
+
+    @admin.display(description="errors", boolean=True)
+    def errors(self, obj: Session) -> bool:
+        return obj.has_errors
+
+    @admin.display(description="owner")
+    def owner_link(self, obj: Session) -> SafeString | str:
+        return display.admin_link(obj.user, obj.user.get_username())
+
+    @admin.display(description="agent")
+    def agent_link(self, obj: Session) -> SafeString | str:
+        return display.admin_link(obj.agent, obj.agent.name)
+
+    @admin.display(description="totals")
+    def totals(self, obj: Session) -> SafeString:
+        return format_html(
+            "{} runs · {} tokens · {} · {} with errors",
+            display.tokens(obj.run_count or 0),
+            display.tokens(obj.token_count or 0),
+            display.cost(obj.cost_total),
+            "some runs" if obj.has_errors else "no runs",
+        )
+
+    @admin.display(description="summary")
+    def summary_view(self, obj: Session) -> SafeString:
+        return display.pretty_json(obj.summary)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # sessions begin in the chat or the API
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        session = context.get("original")
+        if session is not None:
+            context["transcript"] = transcript.session_transcript(
+                session, request.GET.get("transcript", 1)
+            )
+            context["highlight_css"] = highlight_css()
+        return super().render_change_form(request, context, *args, **kwargs)

@@ -1,0 +1,61 @@
+"""People: what each has done in Parley, beside Django's own user admin."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import Count, OuterRef, QuerySet, Subquery, Sum
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+
+from sessions_app.admin import display
+from sessions_app.admin.base import LargeTablePaginator
+from sessions_app.models import LLMCall, Run, Session, User
+
+
+def _per_user(rows: QuerySet, value: Count | Sum) -> Subquery:
+    grouped = rows.filter(user=OuterRef("pk")).order_by().values("user")
+    return Subquery(grouped.annotate(v=value).values("v"))
+
+
+@admin.register(User)
+class ParleyUserAdmin(UserAdmin):
+    list_display = [
+        "username", "email", "is_staff", "is_active", "sessions", "runs", "tokens",
+        "last_active", "date_joined",
+    ]  # fmt: skip
+    paginator = LargeTablePaginator
+    show_full_result_count = False
+    list_per_page = 50
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
+        latest = Session.objects.filter(user=OuterRef("pk")).order_by("-updated_at")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                session_count=_per_user(Session.objects.all(), Count("pk")),
+                run_count=_per_user(Run.objects.all(), Count("pk")),
+                token_count=_per_user(LLMCall.objects.all(), Sum("total_tokens")),
+                last_active_at=Subquery(latest.values("updated_at")[:1]),
+            )
+        )
+
+    @admin.display(description="sessions")
+    def sessions(self, obj: User) -> SafeString:
+        url = display.changelist_url(Session, owner=obj.get_username())
+        return display.link(url, display.tokens(obj.session_count or 0))
+
+    @admin.display(description="runs")
+    def runs(self, obj: User) -> SafeString:
+        url = display.changelist_url(Run, user__id__exact=obj.pk)
+        return display.link(url, display.tokens(obj.run_count or 0))
+
+    @admin.display(description="tokens")
+    def tokens(self, obj: User) -> str:
+        return display.tokens(obj.token_count or 0)
+
+    @admin.display(description="last active", ordering="last_login")
+    def last_active(self, obj: User) -> str:
+        when = obj.last_active_at or obj.last_login
+        return when.strftime("%Y-%m-%d %H:%M") if when else display.EMPTY
