@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import django
@@ -26,7 +27,16 @@ from django.db.models import Model  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session  # noqa: E402
+from sessions_app.models import (  # noqa: E402
+    Agent,
+    CallKind,
+    LLMCall,
+    Message,
+    Role,
+    Run,
+    RunStatus,
+    Session,
+)
 from sessions_app.services.tokens import create_token  # noqa: E402
 from tests.querycount import Counted, count_queries  # noqa: E402
 
@@ -250,6 +260,26 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
                 "created_at": [at for at in run_times for _ in (0, 1)],
             },
         )
+        if args.calls:
+            _write(
+                LLMCall,
+                len(run_ids),
+                {
+                    "run_id": run_ids,
+                    "session_id": run_sessions,
+                    "created_at": run_times,
+                    "cost": [Decimal("0.000018") * (p % 3) for p in run_positions],
+                },
+                user=owner,
+                agent=agent,
+                kind=CallKind.CHAT,
+                model=agent.model,
+                input_tokens=12,
+                output_tokens=24,
+                total_tokens=36,
+                duration=1.5,
+                time_to_first_token=0.2,
+            )
         others = [_user(f"bench_other{i:03d}") for i in range(args.other_users)]
         missing = max(0, args.total_sessions - Session.objects.count())
         _write(
@@ -268,6 +298,8 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "seconds": round(time.perf_counter() - started, 1),
         "sessions_total": Session.objects.count(),
+        "messages_total": Message.objects.count(),
+        "runs_total": Run.objects.count(),
         "user_sessions": Session.objects.filter(user=owner).count(),
         "user_messages": Message.objects.filter(session__user=owner).count(),
         "cookie": _cookie(owner),
@@ -300,6 +332,25 @@ def count_lists(args: argparse.Namespace) -> dict[str, int]:
     return out
 
 
+def count_pages(args: argparse.Namespace) -> dict[str, int]:
+    """Queries each staff page makes (`--urls` NAME=PATH …; `{session}` and `{run}` stand for
+    one of `--user`'s), after a warm-up; with the ids it used."""
+    staff = Client()
+    staff.force_login(User.objects.get(username="bench_staff"))
+    run = Run.objects.filter(user__username=args.user).order_by("-created_at").first()
+    ids = {"session": run.session_id, "run": run.run_id}
+    out: dict[str, Any] = {"ids": {k: str(v) for k, v in ids.items()}}
+    for name, _, url in (item.partition("=") for item in args.urls):
+        url = url.format(**ids)
+        staff.get(url)
+        with count_queries() as counted:
+            response = staff.get(url)
+        if response.status_code != 200:
+            raise RuntimeError(f"{url} answered {response.status_code}")
+        out[name] = counted.queries
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.dbtool")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -314,10 +365,20 @@ def main() -> None:
     p.add_argument("--runs", type=int, required=True)
     p.add_argument("--total-sessions", type=int, default=0)
     p.add_argument("--other-users", type=int, default=100)
+    p.add_argument("--calls", action="store_true", help="a model call row per run, priced")
     p = commands.add_parser("count-lists")
     p.add_argument("--user", required=True)
+    p = commands.add_parser("count-pages")
+    p.add_argument("--user", required=True)
+    p.add_argument("--urls", nargs="+", required=True, metavar="NAME=PATH")
     args = parser.parse_args()
-    handler = {"fixtures": fixtures, "dbwork": dbwork, "seed": seed, "count-lists": count_lists}
+    handler = {
+        "fixtures": fixtures,
+        "dbwork": dbwork,
+        "seed": seed,
+        "count-lists": count_lists,
+        "count-pages": count_pages,
+    }
     print(json.dumps(handler[args.command](args)), flush=True)
 
 

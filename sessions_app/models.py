@@ -74,7 +74,12 @@ class Session(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        indexes = [models.Index(fields=["user", "-updated_at"], name="session_user_recent")]
+        indexes = [
+            models.Index(fields=["user", "-updated_at"], name="session_user_recent"),
+            # The admin lists every session by last activity, and drills down by creation.
+            models.Index(fields=["updated_at", "session_id"], name="session_recent"),
+            models.Index(fields=["created_at"], name="session_created"),
+        ]
 
     def __str__(self) -> str:
         return self.session_name or str(self.session_id)
@@ -154,7 +159,12 @@ class Run(TokenMetrics):
                 name="one_active_run_per_session",
             ),
         ]
-        indexes = [models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat")]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            # The admin and the dashboard list and count runs by when they started.
+            models.Index(fields=["created_at", "run_id"], name="run_created"),
+            models.Index(fields=["status", "created_at", "run_id"], name="run_status_created"),
+        ]
 
     def __str__(self) -> str:
         return f"Run {self.position} of {self.session_id}"
@@ -220,6 +230,8 @@ class LLMCall(TokenMetrics):
 
     class Meta:
         ordering = ["-created_at"]
+        # A user's token total (the admin's user list) is read from the index alone.
+        indexes = [models.Index(fields=["user", "total_tokens"], name="llmcall_user_tokens")]
 
     def __str__(self) -> str:
         return f"{self.kind} call to {self.model}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.contrib import admin
@@ -386,3 +386,22 @@ def test_title_and_summary_calls_show_beside_the_transcript(root, conversation):
     page = root.get(f"/admin/sessions_app/session/{conversation.session_id}/change/")
     assert "Other model calls" in page.content.decode()
     assert ">title<" in page.content.decode()
+
+
+def test_runs_drill_down_by_year_month_and_day(root, conversation):
+    from datetime import datetime
+
+    stamps = {1: datetime(2024, 11, 3, tzinfo=UTC), 2: datetime(2025, 2, 10, tzinfo=UTC)}
+    for position, at in stamps.items():
+        Run.objects.filter(session=conversation, position=position).update(created_at=at)
+    Run.objects.filter(session=conversation, position=3).update(
+        created_at=datetime(2025, 2, 12, tzinfo=UTC)
+    )
+    years = root.get("/admin/sessions_app/run/").content.decode()
+    assert "created_at__year=2024" in years and "created_at__year=2025" in years
+    months = root.get("/admin/sessions_app/run/?created_at__year=2025").content.decode()
+    assert "created_at__month=2" in months and "created_at__month=1&" not in months
+    days = root.get("/admin/sessions_app/run/?created_at__year=2025&created_at__month=2")
+    page = days.content.decode()
+    assert "created_at__day=10" in page and "created_at__day=12" in page
+    assert {r.position for r in days.context["cl"].result_list} == {2, 3}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import Count, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
@@ -21,7 +21,9 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name", "model", "instructions"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
-        return super().get_queryset(request).annotate(session_count=Count("sessions"))
+        sessions = Session.objects.filter(agent=OuterRef("pk")).order_by().values("agent")
+        count = Subquery(sessions.annotate(n=Count("pk")).values("n"))
+        return super().get_queryset(request).annotate(session_count=count)
 
     @admin.display(description="history")
     def history(self, obj: Agent) -> str:
@@ -34,7 +36,7 @@ class AgentAdmin(admin.ModelAdmin):
     @admin.display(description="sessions", ordering="session_count")
     def sessions(self, obj: Agent) -> SafeString:
         url = display.changelist_url(Session, agent__agent_id__exact=obj.pk)
-        return display.link(url, display.tokens(obj.session_count))
+        return display.link(url, display.tokens(obj.session_count or 0))
 
 
 @admin.register(ApiToken)

@@ -13,7 +13,7 @@ from sessions_app.models import Agent, Run, RunStatus
 
 # Model names are offered from the agents and from this many of the latest rows, not from a
 # DISTINCT over the whole table.
-RECENT_ROWS = 5_000
+RECENT_ROWS = 1_000
 
 
 class OwnerFilter(admin.SimpleListFilter):
