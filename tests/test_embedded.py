@@ -101,6 +101,9 @@ def test_serve_on_the_port_in_PORT_starts_the_embedded_model_and_stops_it_on_ctr
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            # As in a terminal: a suite started in the background inherits SIGINT ignored,
+            # and daphne then leaves it so.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     try:
         health = None
