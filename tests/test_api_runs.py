@@ -212,7 +212,8 @@ async def test_bad_input_is_refused_before_anything_is_stored(
 
 
 async def test_a_second_run_while_one_is_in_progress_answers_409(as_alice, agent, upstream):
-    upstream.script(Reply("slow answer", first_delay=1.0))
+    answer = threading.Event()  # the first run is in progress until the test lets it answer
+    upstream.script(Reply("slow answer", held=answer))
     streaming = await stream(as_alice, {"input": "first"})
     lines = streaming.lines()
     started = [await anext(lines) for _ in range(3)]  # event, data, blank line
@@ -221,6 +222,7 @@ async def test_a_second_run_while_one_is_in_progress_answers_409(as_alice, agent
     response = await post(as_alice, "/api/runs", {"input": "second", "session_id": session_id})
     assert response.status_code == 409
     assert response.json() == {"detail": "A run is already in progress in this session."}
+    answer.set()
     rest = [line async for line in lines]
     assert "event: RunCompleted" in rest
     assert await Run.objects.filter(session_id=session_id).acount() == 1
@@ -350,7 +352,8 @@ async def test_cancelling_a_streaming_run_stops_it_and_answers_the_cancelled_run
     lines = response.lines()
     started = [await anext(lines) for _ in range(2)]
     run_id = json.loads(started[1].removeprefix("data: "))["run_id"]
-    await asyncio.sleep(0.3)
+    while await anext(lines) != "event: RunContent":  # a piece of the answer is out
+        pass
 
     cancelled = await post(as_alice, f"/api/runs/{run_id}/cancel")
     assert cancelled.status_code == 200

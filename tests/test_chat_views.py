@@ -89,10 +89,10 @@ def test_the_sidebar_pages_as_you_scroll(alice, agent, alice_client):
         make_session(alice, agent, name=f"chat {n:02d}", turns=())
     first = alice_client.get("/").content.decode()
     assert first.count('data-testid="session-item"') == 30
-    assert 'hx-trigger="revealed"' in first and "page=2" in first
+    assert 'class="more"' in first and "page=2" in first
     second = alice_client.get("/sessions/?page=2", HTTP_HX_REQUEST="true").content.decode()
     assert second.count('data-testid="session-item"') == 5
-    assert 'hx-trigger="revealed"' not in second
+    assert 'class="more"' not in second
 
 
 def test_the_sidebar_search_looks_at_titles_and_message_text(alice, agent, alice_client):

@@ -15,6 +15,7 @@ from django.test import Client
 from project.asgi import application
 from sessions_app.models import Agent, Run, RunStatus, Session
 from tests.upstream import Reply
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -206,7 +207,7 @@ async def test_stop_cancels_the_run_and_keeps_the_partial_answer(alice, agent, u
     assert run.status == RunStatus.CANCELLED
     assert run.content.startswith("tok0 ") and len(run.content.split()) < 200
     assert "Stopped." in final
-    assert upstream.wait_until(lambda: upstream.disconnects >= 1)
+    await until(lambda: upstream.disconnects >= 1, "the model's request closed")
     await tab.close()
 
 

@@ -7,13 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from sessions_app.llm.embedded import EmbeddedModel, free_port
+from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError, free_port
 from sessions_app.models import Agent, RunStatus
 from sessions_app.services import runs
 from tests.conftest import ROOT, subprocess_env
@@ -85,20 +86,24 @@ def _stopped_or_where_it_hangs(server: subprocess.Popen[bytes], log: Path, timeo
 
 
 @pytest.mark.django_db(transaction=True)
-def test_serve_starts_the_embedded_model_and_stops_it_on_ctrl_c(tmp_path):
+def test_serve_on_the_port_in_PORT_starts_the_embedded_model_and_stops_it_on_ctrl_c(tmp_path):
     port = free_port()
-    env = subprocess_env(PYTHONFAULTHANDLER="1")
+    # PORT and HOST are Parley's; llama.cpp's server would take them too if it could see them.
+    env = subprocess_env(PYTHONFAULTHANDLER="1", PORT=str(port), HOST="127.0.0.1")
     env.pop("LLM_BASE_URL")
     env.pop("LLM_API_KEY", None)
     env.pop("OPENAI_API_KEY", None)
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--port", str(port)],
+            [sys.executable, "manage.py", "serve"],
             cwd=ROOT,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            # As in a terminal: a suite started in the background inherits SIGINT ignored,
+            # and daphne then leaves it so.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     try:
         health = None
@@ -109,7 +114,7 @@ def test_serve_starts_the_embedded_model_and_stops_it_on_ctrl_c(tmp_path):
                 break
             except httpx.HTTPError:
                 time.sleep(0.3)
-        assert health == {"db": "ok", "channel_layer": "ok", "llm": "ok"}
+        assert health == {"db": "ok", "channel_layer": "ok", "llm": "ok"}, log.read_text()
         children = _children(server.pid)
         assert children, "serve should run the model server as its child"
 
@@ -124,3 +129,72 @@ def test_serve_starts_the_embedded_model_and_stops_it_on_ctrl_c(tmp_path):
     finally:
         if server.poll() is None:
             server.kill()
+
+
+# Listens on the port it is given and accepts, but never answers: a model that hangs loading.
+SILENT_SERVER = """
+import socket, sys
+listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+print("loading the weights of a stand-in model", file=sys.stderr, flush=True)
+held = []
+while True:
+    held.append(listener.accept()[0])
+"""
+
+# Writes the names of the environment variables it sees, then exits.
+ENVIRONMENT_PRINTER = "import os, sys; print(' '.join(sorted(os.environ)), file=sys.stderr)"
+
+
+class StandIn(EmbeddedModel):
+    def __init__(self, script: str) -> None:
+        super().__init__()
+        self.script = script
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", self.script, str(self.port)]
+
+
+def _start_within(model: EmbeddedModel, timeout: float, bound: float) -> BaseException | None:
+    """start(timeout) in a thread; what it raised, or a failure if it still runs after `bound`."""
+    raised: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            model.start(timeout=timeout)
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    thread.join(bound)
+    if thread.is_alive():
+        model.stop()
+        pytest.fail(f"start(timeout={timeout}) still waited after {bound} s")
+    return raised[0] if raised else None
+
+
+def test_a_model_server_that_never_answers_fails_clearly_within_the_timeout():
+    model = StandIn(SILENT_SERVER)
+    error = _start_within(model, timeout=3, bound=60)
+    assert isinstance(error, EmbeddedModelError)
+    message = str(error)
+    assert "SmolLM2-135M-Instruct" in message and "within 3 s" in message
+    assert "loading the weights of a stand-in model" in message  # the server's own last words
+    assert model.process is not None and model.process.poll() is not None  # and it was stopped
+
+
+def test_the_model_server_sees_none_of_parleys_settings(monkeypatch):
+    for name, value in {
+        "PORT": "8123",
+        "HOST": "0.0.0.0",
+        "MODEL": "/elsewhere.gguf",
+        "DATABASE_URL": "postgres://secret@db/parley",
+        "SECRET_KEY": "not-for-children",
+        "LLM_API_KEY": "sk-not-for-children",
+    }.items():
+        monkeypatch.setenv(name, value)
+    error = _start_within(StandIn(ENVIRONMENT_PRINTER), timeout=30, bound=60)
+    assert isinstance(error, EmbeddedModelError) and "exited with code 0" in str(error)
+    seen = str(error).splitlines()[-1].split()
+    assert "PATH" in seen
+    assert not {"PORT", "HOST", "MODEL", "DATABASE_URL", "SECRET_KEY", "LLM_API_KEY"} & set(seen)

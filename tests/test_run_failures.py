@@ -17,6 +17,7 @@ from sessions_app.models import Agent, Message, Run, RunStatus
 from sessions_app.services import liveness, runs
 from tests.conftest import ROOT, subprocess_env
 from tests.upstream import Reply
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,7 +104,7 @@ async def test_an_error_event_mid_stream_keeps_the_partial_answer(alice, agent, 
 async def test_cancel_closes_the_upstream_request_and_keeps_the_partial(alice, agent, upstream):
     upstream.script(Reply(tokens=100, delay=0.05))
     handle = await runs.start_run(alice, "go on")
-    await asyncio.sleep(0.4)
+    await until(lambda: "tok1 " in handle.stream.content_so_far(), "two pieces of the answer")
     run = await runs.cancel_run(alice, handle.run_id)
     assert run.status == RunStatus.CANCELLED
     assert run.content.startswith("tok0 tok1 ")
@@ -111,7 +112,7 @@ async def test_cancel_closes_the_upstream_request_and_keeps_the_partial(alice, a
     assert run.error == ""
     events = handle.stream.events
     assert events[-1]["event"] == "RunCancelled" and events[-1]["content"] == run.content
-    assert upstream.wait_until(lambda: upstream.disconnects >= 1)
+    await until(lambda: upstream.disconnects >= 1, "the model's request closed")
     assert await stored_messages(run) == [("user", "go on"), ("assistant", run.content)]
 
 
@@ -123,15 +124,19 @@ async def test_cancelling_a_finished_run_changes_nothing(alice, agent, upstream)
 
 async def test_partial_answers_are_checkpointed_while_streaming(alice, agent, upstream, settings):
     settings.PARLEY_CHECKPOINT_INTERVAL = 0.2
-    upstream.script(Reply(tokens=40, delay=0.04))
+    upstream.script(Reply(tokens=60, delay=0.04))
     handle = await runs.start_run(alice, "slowly")
-    await asyncio.sleep(0.9)
+
+    async def checkpointed() -> bool:
+        return (await Run.objects.aget(pk=handle.run_id)).content_seq > 0
+
+    await until(checkpointed, "a checkpoint of the partial answer")
     saved = await Run.objects.aget(pk=handle.run_id)
     assert saved.status == RunStatus.RUNNING
-    assert saved.content.startswith("tok0 ") and len(saved.content.split()) < 40
+    assert saved.content.startswith("tok0 ") and len(saved.content.split()) < 60
     assert 0 < saved.content_seq <= handle.stream.seq
     run = await handle.wait()
-    assert len(run.content.split()) == 40
+    assert len(run.content.split()) == 60
 
 
 async def test_checkpoints_of_many_runs_are_saved_together_and_stop_only_the_cancelled(
@@ -140,7 +145,12 @@ async def test_checkpoints_of_many_runs_are_saved_together_and_stop_only_the_can
     settings.PARLEY_CHECKPOINT_INTERVAL = 0.1
     upstream.script(*[Reply(tokens=60, delay=0.02)] * 4)
     handles = await asyncio.gather(*(runs.start_run(alice, f"run {n}") for n in range(4)))
-    await asyncio.sleep(0.5)
+    ids = [h.run_id for h in handles]
+
+    async def all_checkpointed() -> bool:
+        return not await Run.objects.filter(pk__in=ids, content_seq=0).aexists()
+
+    await until(all_checkpointed, "a checkpoint of each partial answer")
     saved = [await Run.objects.aget(pk=h.run_id) for h in handles]
     assert all(s.status == RunStatus.RUNNING and s.content.startswith("tok0 ") for s in saved)
     assert all(0 < s.content_seq <= h.stream.seq for s, h in zip(saved, handles, strict=True))
@@ -161,7 +171,7 @@ async def test_a_cancel_from_another_process_stops_the_run(alice, agent, upstrea
     settings.PARLEY_CHECKPOINT_INTERVAL = 0.1
     upstream.script(Reply(tokens=200, delay=0.02))
     handle = await runs.start_run(alice, "long")
-    await asyncio.sleep(0.3)
+    await until(lambda: handle.stream.content_so_far(), "a piece of the answer")
     # What another process's cancel does: it can only flag the row.
     await Run.objects.filter(pk=handle.run_id).aupdate(cancel_requested=True)
     run = await asyncio.wait_for(handle.wait(), 5)

@@ -12,6 +12,7 @@ from sessions_app.models import Agent, LLMCall, Message, Run, RunStatus, Session
 from sessions_app.services import runs, sessions
 from sessions_app.services.access import NotFound
 from tests.upstream import Reply
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -173,12 +174,15 @@ async def test_empty_or_oversized_input_is_refused_and_nothing_is_saved(
 
 
 async def test_a_second_run_in_a_busy_session_conflicts(alice, agent, upstream):
-    upstream.script(Reply("slow answer", first_delay=1.0))
+    answer = threading.Event()  # the first run is in progress until the test lets it answer
+    upstream.script(Reply("slow answer", held=answer))
     handle = await runs.start_run(alice, "first")
     with pytest.raises(runs.RunConflict):
         await runs.start_run(alice, "second", session_id=handle.session_id)
-    assert len(upstream.requests) == 1  # the refused one never asked the model
+    await upstream.wait_for_requests(1)
+    answer.set()
     run = await handle.wait()
+    assert len(upstream.requests) == 1  # the refused one never asked the model
     assert run.status == RunStatus.COMPLETED
     assert await Run.objects.filter(session_id=handle.session_id).acount() == 1
     # Once it finished, the session takes new runs again.
@@ -214,9 +218,8 @@ async def test_events_are_coalesced_gapless_and_add_up_to_the_answer(alice, agen
 async def test_a_late_subscriber_replays_without_gap_or_duplicate(alice, agent, upstream):
     upstream.script(Reply(tokens=30, delay=0.02))
     handle = await runs.start_run(alice, "stream")
-    await asyncio.sleep(0.3)
+    await until(lambda: handle.stream.seq >= 2, "a piece of the answer")  # and RunStarted
     seen = handle.stream.seq
-    assert seen >= 2
     late = [e async for e in handle.events(after_seq=seen)]
     early = handle.stream.events[:seen]
     assert [e["seq"] for e in early + late] == list(range(1, len(early + late) + 1))
@@ -519,7 +522,7 @@ async def test_a_run_that_could_not_be_stored_closes_its_early_request(alice, ag
         CursorWrapper.execute = original
     # Nothing was stored, and the model's request, already sent, was closed.
     assert await Run.objects.acount() == 0 and await Session.objects.acount() == 0
-    assert await sync_to_async(upstream.wait_until)(lambda: upstream.disconnects == 1)
+    await until(lambda: upstream.disconnects == 1, "the model's request closed")
     assert runs.active_run_ids() == []
 
 

