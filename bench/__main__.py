@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench import capacity, compare, dbwork, frames, latency, lists
+from bench import capacity, compare, dashboard, dbwork, frames, latency, lists
 from bench.context import Bench, Options
 from bench.report import render
 from bench.servers import Stack
@@ -27,9 +27,17 @@ FIGURES: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "capacity": capacity.run,
     "dbwork": dbwork.run,
     "lists": lists.run,
+    "dashboard": dashboard.run,
     "compare": compare.run,  # only with --against
 }
-ALIASES = {"1": "latency", "2": "capacity", "3": "dbwork", "4": "lists", "5": "frames"}
+ALIASES = {
+    "1": "latency",
+    "2": "capacity",
+    "3": "dbwork",
+    "4": "lists",
+    "5": "frames",
+    "6": "dashboard",
+}
 # The whole benchmark stops here whatever happens (a full run takes about seven minutes).
 DEADLINE = 20 * 60.0
 
@@ -42,7 +50,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         nargs="+",
         default=[],
         metavar="FIGURE",
-        help=f"figures to run: {', '.join(FIGURES)} (or 1-5); default all",
+        help=f"figures to run: {', '.join(FIGURES)} (or 1-6); default all",
     )
     parser.add_argument("--clients", type=int, default=100, help="concurrent clients in fig 1")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
