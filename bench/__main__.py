@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench import admin, capacity, compare, dbwork, frames, latency, lists
+from bench import admin, capacity, compare, dashboard, dbwork, frames, latency, lists
 from bench.context import Bench, Options
 from bench.report import render
 from bench.servers import Stack
@@ -28,6 +28,7 @@ FIGURES: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "dbwork": dbwork.run,
     "lists": lists.run,
     "admin": admin.run,
+    "dashboard": dashboard.run,
     "compare": compare.run,  # only with --against
 }
 ALIASES = {
@@ -36,7 +37,8 @@ ALIASES = {
     "3": "dbwork",
     "4": "lists",
     "5": "frames",
-    "6": "admin",
+    "6": "dashboard",
+    "7": "admin",
 }
 # The whole benchmark stops here whatever happens (a full run takes about seven minutes).
 DEADLINE = 20 * 60.0
@@ -50,7 +52,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         nargs="+",
         default=[],
         metavar="FIGURE",
-        help=f"figures to run: {', '.join(FIGURES)} (or 1-6); default all",
+        help=f"figures to run: {', '.join(FIGURES)} (or 1-7); default all",
     )
     parser.add_argument("--clients", type=int, default=100, help="concurrent clients in fig 1")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")

@@ -1,4 +1,4 @@
-"""Figure 6: the staff's console at size: the admin's changelists, a session's transcript and a
+"""Figure 7: the staff's console at size: the admin's changelists, a session's transcript and a
 run's page, with 100,000 sessions and 1,000,000 messages (and a priced model call per run),
 against the same pages over a hundredth of the data.
 
@@ -86,7 +86,7 @@ async def _measure(bench: Bench, user: str, spec: dict[str, int]) -> dict[str, A
 async def run(bench: Bench) -> None:
     plan = sizes(bench)
     measured: dict[str, dict[str, Any]] = {}
-    with tqdm(total=2, desc="fig 6 admin", unit="size") as bar:
+    with tqdm(total=2, desc="fig 7 admin", unit="size") as bar:
         for size, user in (("small", "bench_admin_small"), ("full", "bench_admin")):
             measured[size] = await _measure(bench, user, plan[size])
             bar.update()
@@ -95,7 +95,7 @@ async def run(bench: Bench) -> None:
         mine, ref = full["times"][name], small["times"][name]
         bench.add(
             Row(
-                "6",
+                "7",
                 f"admin: {name}",
                 "ms",
                 (p50(mine), p95(mine)),
@@ -107,7 +107,7 @@ async def run(bench: Bench) -> None:
         )
         bench.add(
             Row(
-                "6",
+                "7",
                 f"admin: {name} queries",
                 "queries",
                 (full["queries"][name], None),
@@ -117,7 +117,7 @@ async def run(bench: Bench) -> None:
         )
     fs = full["seeded"]
     bench.note(
-        f"fig 6: {fs['sessions_total']:,} sessions, {fs['runs_total']:,} runs and "
+        f"fig 7: {fs['sessions_total']:,} sessions, {fs['runs_total']:,} runs and "
         f"{fs['messages_total']:,} messages in all, a model call per run; seeding took "
         f"{fs['seconds']} s. Small data: a hundredth of it."
     )

@@ -180,11 +180,18 @@ def _write(model: type[Model], count: int, vary: dict[str, Sequence[Any]], /, **
         else:
             columns.append([field.get_db_prep_save(value, connection) for value in values])
     quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
     names = ", ".join(quote(f.column) for f in fields)
-    marks = ", ".join(["%s"] * len(fields))
-    sql = f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ({marks})"
+    rows = list(zip(*columns, strict=True))  # a short `vary` list raises
     with connection.cursor() as cursor:
-        cursor.executemany(sql, list(zip(*columns, strict=True)))  # a short `vary` list raises
+        if connection.vendor == "postgresql":
+            # COPY: ten times the rows per second of an INSERT per row, for the larger seeds.
+            with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        marks = ", ".join(["%s"] * len(fields))
+        cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
 
 
 def seed(args: argparse.Namespace) -> dict[str, Any]:
@@ -371,13 +378,22 @@ def main() -> None:
     p = commands.add_parser("count-pages")
     p.add_argument("--user", required=True)
     p.add_argument("--urls", nargs="+", required=True, metavar="NAME=PATH")
+    p = commands.add_parser("seed-dashboard")
+    p.add_argument("--runs", type=int, required=True)
+    p.add_argument("--days", type=int, required=True)
+    p.add_argument("--slice", type=int, default=0)
+    commands.add_parser("count-dashboard")
     args = parser.parse_args()
+    from bench import dashdata
+
     handler = {
         "fixtures": fixtures,
         "dbwork": dbwork,
         "seed": seed,
         "count-lists": count_lists,
         "count-pages": count_pages,
+        "seed-dashboard": dashdata.seed,
+        "count-dashboard": dashdata.count,
     }
     print(json.dumps(handler[args.command](args)), flush=True)
 

@@ -5,9 +5,12 @@ from django.urls import include, path
 
 from project.api import api
 from sessions_app import views
+from sessions_app.admin.dashboard import dashboard_view
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    # Before the admin's own URLs, which would answer this path with a 404.
+    path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("accounts/", include("sessions_app.auth_urls")),
