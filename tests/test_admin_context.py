@@ -6,8 +6,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from sessions_app.models import Agent, LLMCall
-from sessions_app.services import runs
+from sessions_app.models import Agent, CallKind, LLMCall
+from sessions_app.services import memory, runs
 from tests.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,3 +52,13 @@ async def test_each_model_call_keeps_the_messages_it_was_sent(
     assert html.count('data-testid="sent-context"') == 2
     assert "Context as sent (4 messages)" in html and "Context as sent (6 messages)" in html
     assert "My name is Alice." in html and "result of call_7" in html
+
+
+async def test_title_calls_keep_what_they_were_sent(alice, agent, upstream, settings):
+    settings.PARLEY_GENERATE_TITLES = True
+    upstream.script(Reply("Bread is flour and water."), Reply("Baking bread at home"))
+    run = await (await runs.start_run(alice, "How do I bake bread at home?")).wait()
+    await memory.wait_for_background()
+    title = await LLMCall.objects.aget(session_id=run.session_id, kind=CallKind.TITLE)
+    assert title.sent_messages == upstream.requests[-1]["messages"]
+    assert title.sent_messages[-1]["content"] == "How do I bake bread at home?"

@@ -90,6 +90,8 @@ async def _record(
     started: float,
     ok: bool,
     error: str = "",
+    *,
+    sent: list[dict[str, Any]],
 ) -> None:
     await accounting.call_row(
         usage=usage,
@@ -98,6 +100,7 @@ async def _record(
         ok=ok,
         error=error,
         kind=kind,
+        sent_messages=sent,
         session_id=session.session_id,
         user_id=session.user_id,
         agent_id=session.agent_id,
@@ -137,6 +140,7 @@ async def update_summary(session_id: uuid.UUID) -> dict[str, Any] | None:
             started,
             ok=False,
             error=exc.message,
+            sent=messages,
         )
         return None
     summary, topics = _parse_summary(text)
@@ -149,6 +153,7 @@ async def update_summary(session_id: uuid.UUID) -> dict[str, Any] | None:
             started,
             ok=False,
             error="The model returned an empty summary.",
+            sent=messages,
         )
         return None
     value = {
@@ -158,7 +163,7 @@ async def update_summary(session_id: uuid.UUID) -> dict[str, Any] | None:
         "upto": new_runs[-1].position,
     }
     await Session.objects.filter(pk=session_id).aupdate(summary=value)
-    await _record(session, CallKind.SUMMARY, model, usage, started, ok=True)
+    await _record(session, CallKind.SUMMARY, model, usage, started, ok=True, sent=messages)
     return value
 
 
@@ -202,6 +207,7 @@ async def generate_title(session_id: uuid.UUID) -> str | None:
                 started,
                 ok=False,
                 error=exc.message,
+                sent=messages,
             )
             continue
         title = clean_title(text, first.input)
@@ -213,6 +219,7 @@ async def generate_title(session_id: uuid.UUID) -> str | None:
             started,
             ok=bool(title),
             error="" if title else "The model returned no usable title.",
+            sent=messages,
         )
         if title:
             # Conditional: a rename made meanwhile wins.
