@@ -8,6 +8,7 @@ from django.contrib import admin
 from django.contrib.admin import helpers
 from django.core.paginator import Paginator
 from django.db import connections
+from django.db.models import BigIntegerField, F, Field, Func, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils.functional import cached_property
 from django.utils.html import format_html
@@ -16,6 +17,17 @@ from django.utils.translation import gettext as _
 
 # Below this many rows by PostgreSQL's estimate, counting exactly is cheap enough.
 ESTIMATE_ABOVE = 50_000
+
+
+def total_per_row(
+    rows: QuerySet, link: str, function: str, column: str, output_field: Field | None = None
+) -> Subquery:
+    """One figure of each listed row (`COUNT` or `SUM` of `column` over `rows` pointing to it
+    by `link`), computed for the rows on the page only. Written without GROUP BY: SQLite plans
+    the grouped form of the subquery twice as slowly."""
+    linked = rows.filter(**{link: OuterRef("pk")}).order_by()
+    total = Func(F(column), function=function, output_field=output_field or BigIntegerField())
+    return Subquery(linked.annotate(total=total).values("total"))
 
 
 class LargeTablePaginator(Paginator):

@@ -7,23 +7,17 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery, Sum
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import actions, display, transcript
-from sessions_app.admin.base import ListAdmin
+from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.admin.filters import HasErrorsFilter, HasFeedbackFilter, OwnerFilter
 from sessions_app.models import LLMCall, Run, RunStatus, Session
 from sessions_app.services.markdown import highlight_css
 from sessions_app.services.sessions import session_title
-
-
-def _per_session(rows: QuerySet, value: Any) -> Subquery:
-    """One figure of each listed session, computed for the rows on the page only."""
-    grouped = rows.filter(session=OuterRef("pk")).order_by().values("session")
-    return Subquery(grouped.annotate(v=value).values("v"))
 
 
 class SessionForm(forms.ModelForm):
@@ -69,13 +63,14 @@ class SessionAdmin(ListAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
         calls = LLMCall.objects.all()
+        money = LLMCall._meta.get_field("cost")
         return (
             super()
             .get_queryset(request)
             .annotate(
-                run_count=_per_session(Run.objects.all(), Count("pk")),
-                token_count=_per_session(calls, Sum("total_tokens")),
-                cost_total=_per_session(calls, Sum("cost")),
+                run_count=total_per_row(Run.objects.all(), "session", "COUNT", "pk"),
+                token_count=total_per_row(calls, "session", "SUM", "total_tokens"),
+                cost_total=total_per_row(calls, "session", "SUM", "cost", money),
                 has_errors=Exists(
                     Run.objects.filter(session=OuterRef("pk"), status=RunStatus.ERROR)
                 ),

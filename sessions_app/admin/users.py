@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
-from django.db.models import Count, OuterRef, QuerySet, Subquery, Sum
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import display
-from sessions_app.admin.base import LargeTablePaginator
+from sessions_app.admin.base import LargeTablePaginator, total_per_row
 from sessions_app.models import LLMCall, Run, Session, User
-
-
-def _per_user(rows: QuerySet, value: Count | Sum) -> Subquery:
-    grouped = rows.filter(user=OuterRef("pk")).order_by().values("user")
-    return Subquery(grouped.annotate(v=value).values("v"))
 
 
 @admin.register(User)
@@ -34,9 +29,9 @@ class ParleyUserAdmin(UserAdmin):
             super()
             .get_queryset(request)
             .annotate(
-                session_count=_per_user(Session.objects.all(), Count("pk")),
-                run_count=_per_user(Run.objects.all(), Count("pk")),
-                token_count=_per_user(LLMCall.objects.all(), Sum("total_tokens")),
+                session_count=total_per_row(Session.objects.all(), "user", "COUNT", "pk"),
+                run_count=total_per_row(Run.objects.all(), "user", "COUNT", "pk"),
+                token_count=total_per_row(LLMCall.objects.all(), "user", "SUM", "total_tokens"),
                 last_active_at=Subquery(latest.values("updated_at")[:1]),
             )
         )
