@@ -20,13 +20,21 @@ ESTIMATE_ABOVE = 50_000
 
 
 def total_per_row(
-    rows: QuerySet, link: str, function: str, column: str, output_field: Field | None = None
+    rows: QuerySet,
+    link: str,
+    function: str,
+    column: str = "",
+    output_field: Field | None = None,
 ) -> Subquery:
-    """One figure of each listed row (`COUNT` or `SUM` of `column` over `rows` pointing to it
-    by `link`), computed for the rows on the page only. Written without GROUP BY: SQLite plans
-    the grouped form of the subquery twice as slowly."""
+    """One figure of each listed row (`COUNT` of `rows` pointing to it by `link`, or `SUM` of
+    their `column`), computed for the rows on the page only. Plain aggregates, no GROUP BY
+    (SQLite plans the grouped form twice as slowly), and `COUNT(*)`, which PostgreSQL answers
+    from the link's index alone."""
     linked = rows.filter(**{link: OuterRef("pk")}).order_by()
-    total = Func(F(column), function=function, output_field=output_field or BigIntegerField())
+    if function == "COUNT":
+        total = Func(template="COUNT(*)", output_field=BigIntegerField())
+    else:
+        total = Func(F(column), function=function, output_field=output_field or BigIntegerField())
     return Subquery(linked.annotate(total=total).values("total"))
 
 

@@ -68,7 +68,7 @@ class SessionAdmin(ListAdmin):
             super()
             .get_queryset(request)
             .annotate(
-                run_count=total_per_row(Run.objects.all(), "session", "COUNT", "pk"),
+                run_count=total_per_row(Run.objects.all(), "session", "COUNT"),
                 token_count=total_per_row(calls, "session", "SUM", "total_tokens"),
                 cost_total=total_per_row(calls, "session", "SUM", "cost", money),
                 has_errors=Exists(

@@ -29,8 +29,8 @@ class ParleyUserAdmin(UserAdmin):
             super()
             .get_queryset(request)
             .annotate(
-                session_count=total_per_row(Session.objects.all(), "user", "COUNT", "pk"),
-                run_count=total_per_row(Run.objects.all(), "user", "COUNT", "pk"),
+                session_count=total_per_row(Session.objects.all(), "user", "COUNT"),
+                run_count=total_per_row(Run.objects.all(), "user", "COUNT"),
                 token_count=total_per_row(LLMCall.objects.all(), "user", "SUM", "total_tokens"),
                 last_active_at=Subquery(latest.values("updated_at")[:1]),
             )
