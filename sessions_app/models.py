@@ -154,7 +154,16 @@ class Run(TokenMetrics):
                 name="one_active_run_per_session",
             ),
         ]
-        indexes = [models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat")]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            # The dashboard reads runs by the date range they started in, ratings by theirs.
+            models.Index(fields=["created_at"], name="run_created"),
+            models.Index(
+                fields=["feedback_at"],
+                condition=Q(feedback_at__isnull=False),
+                name="run_feedback_at",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Run {self.position} of {self.session_id}"
