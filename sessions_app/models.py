@@ -161,9 +161,15 @@ class Run(TokenMetrics):
         ]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
-            # The admin and the dashboard list and count runs by when they started.
+            # The admin and the dashboard list and count runs by when they started, ratings by
+            # when they were given.
             models.Index(fields=["created_at", "run_id"], name="run_created"),
             models.Index(fields=["status", "created_at", "run_id"], name="run_status_created"),
+            models.Index(
+                fields=["feedback_at"],
+                condition=Q(feedback_at__isnull=False),
+                name="run_feedback_at",
+            ),
         ]
 
     def __str__(self) -> str:

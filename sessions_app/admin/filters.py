@@ -71,7 +71,7 @@ class HasErrorsFilter(_HasRunsFilter):
 class HasFeedbackFilter(_HasRunsFilter):
     title = "has feedback"
     parameter_name = "has_feedback"
-    runs = Q(feedback_rating__isnull=False)
+    runs = Q(feedback_at__isnull=False)  # set with every rating, and indexed
 
 
 class RatingFilter(admin.SimpleListFilter):

@@ -60,8 +60,13 @@ def test_staff_see_every_chart_drawn_with_data_and_no_script_runs_from_a_name(
     page.get_by_role("link", name="Dashboard").click()
     expect(page.get_by_role("heading", name="Metrics dashboard")).to_be_visible()
 
-    canvases = page.locator("canvas[data-chart]")
-    expect(canvases).to_have_count(5)
+    expect(page.locator("canvas[data-chart]")).to_have_count(5)
+    # The scripts are deferred: wait until each canvas has its chart.
+    page.wait_for_function(
+        """() => typeof Chart !== 'undefined'
+            && [...document.querySelectorAll('canvas[data-chart]')]
+                .every((canvas) => Chart.getChart(canvas))"""
+    )
     drawn = page.evaluate(
         """() => [...document.querySelectorAll('canvas[data-chart]')].map((canvas) => {
             const chart = Chart.getChart(canvas);
