@@ -82,6 +82,7 @@ def conversation(alice, agent) -> Session:
         content="It is **18 °C**.",
         feedback_rating=1,
         feedback_comment="Spot on",
+        feedback_at=timezone.now(),
         session_state={"city": "Paris"},
         cost="0.000123",
     )
