@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from sessions_app.admin import dashboard_tables
 from sessions_app.admin.dashboard_form import DEFAULT_PRESET, PRESETS, DashboardForm
-from sessions_app.admin.formatting import change, shown
+from sessions_app.admin.display import change, shown
 from sessions_app.models import Agent
 from sessions_app.services import dashboard
 from sessions_app.services.dashboard.tables import TABLES

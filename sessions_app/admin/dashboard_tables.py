@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from django.http import HttpResponse
 from django.urls import reverse
 
-from sessions_app.admin.formatting import shown
+from sessions_app.admin.display import shown
 
 Row = dict[str, Any]
 # A spreadsheet runs a cell that starts with one of these as a formula.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
@@ -84,3 +85,28 @@ def pretty_json(value: Any) -> SafeString:
 def excerpt(text: str, length: int = 80) -> str:
     flat = " ".join((text or "").split())
     return flat if len(flat) <= length else flat[: length - 1] + "…"
+
+
+def shown(value: Any, unit: str) -> str:
+    """A dashboard figure in its unit: count, tokens, usd, ratio, seconds, time or text."""
+    if value is None or value == "":
+        return EMPTY
+    if unit in ("count", "tokens"):
+        return tokens(int(value))
+    if unit == "usd":
+        return cost(Decimal(str(value)))
+    if unit == "ratio":
+        return f"{float(value) * 100:.1f} %"
+    if unit == "seconds":
+        return duration(float(value))
+    if unit == "time" and isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M")
+    return str(value)
+
+
+def change(percent: float | None) -> str:
+    """Up or down against the previous period."""
+    if percent is None:
+        return "no earlier data"
+    arrow = "▲" if percent > 0 else "▼" if percent < 0 else "="
+    return f"{arrow} {abs(percent):.1f} %"
