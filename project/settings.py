@@ -93,7 +93,9 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # PostgreSQL's JIT compiles every query it estimates costly: the admin's per-row totals
     # took 80 ms more with it, to save nothing (bench fig 7). PARLEY_PG_JIT=on restores it.
-    DATABASES["default"]["OPTIONS"] = {"options": f"-c jit={os.getenv('PARLEY_PG_JIT', 'off')}"}
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _jit = "on" if envbool("PARLEY_PG_JIT", "off") else "off"
+    _options["options"] = f"{_options.get('options', '')} -c jit={_jit}".strip()
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers proceed while a run checkpoints; IMMEDIATE avoids lock-upgrade deadlocks.
     DATABASES["default"]["OPTIONS"] = {

@@ -146,6 +146,11 @@ class Run(TokenMetrics):
     )
     feedback_comment = models.TextField(blank=True)
     feedback_at = models.DateTimeField(null=True, blank=True)
+    # Staff's judgement when curating, kept apart from the user's own feedback above.
+    staff_rating = models.SmallIntegerField(
+        null=True, blank=True, choices=[(1, "Good"), (-1, "Bad")]
+    )
+    staff_rated_at = models.DateTimeField(null=True, blank=True)
     # The session state as this run left it, so the state at any run can be looked up.
     session_state = models.JSONField(null=True, blank=True)
 

@@ -19,6 +19,7 @@ from sessions_app.models import (
     CallKind,
     LLMCall,
     Message,
+    NameSource,
     Role,
     Run,
     RunStatus,
@@ -220,6 +221,7 @@ def test_staff_rename_and_set_state_as_validated_json(root, conversation):
     assert root.post(url, form).status_code == 302
     conversation.refresh_from_db()
     assert conversation.session_name == "Renamed"
+    assert conversation.name_source == NameSource.USER  # a generated title won't replace it
     assert conversation.session_state == {"city": "Lyon"}
     for bad in ("{not json", "[1, 2]", '"text"'):
         response = root.post(url, {**form, "session_state": bad})
@@ -228,6 +230,36 @@ def test_staff_rename_and_set_state_as_validated_json(root, conversation):
     conversation.refresh_from_db()
     assert conversation.session_state == {"city": "Lyon"}
     assert conversation.runs.count() == 3  # the record is untouched
+
+
+def test_saving_a_session_page_keeps_state_a_run_changed_meanwhile(root, conversation):
+    url = f"/admin/sessions_app/session/{conversation.session_id}/change/"
+    shown = root.get(url).context["adminform"].form.initial
+    Session.objects.filter(pk=conversation.pk).update(session_state={"city": "Rome"})
+    form = {
+        "session_name": "Only the name",
+        "session_state": json.dumps(shown["session_state"]),
+        "metadata": json.dumps(shown["metadata"]),
+        "initial-session_state": json.dumps(shown["session_state"]),
+    }
+    assert root.post(url, form).status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.session_name == "Only the name"
+    assert conversation.session_state == {"city": "Rome"}
+
+
+def test_a_session_with_an_answer_in_progress_is_not_deleted(root, conversation):
+    Run.objects.filter(session=conversation, position=3).update(status=RunStatus.RUNNING)
+    url = f"/admin/sessions_app/session/{conversation.session_id}/delete/"
+    assert root.post(url, {"post": "yes"}).status_code == 403
+    form = {"action": "delete_selected", "_selected_action": [str(conversation.session_id)]}
+    root.post("/admin/sessions_app/session/", {**form, "post": "yes"})
+    run = conversation.runs.get(position=3)
+    assert (
+        root.post(f"/admin/sessions_app/run/{run.run_id}/delete/", {"post": "yes"}).status_code
+        == 403
+    )
+    assert Session.objects.filter(pk=conversation.pk).exists()
 
 
 def test_a_run_page_shows_its_messages_and_its_model_calls(root, conversation):
@@ -278,29 +310,79 @@ def test_runs_are_filtered_by_status_rating_and_model(root, conversation, query,
     assert shown == expected
 
 
-def test_runs_are_rated_up_and_down_in_bulk(root, conversation):
+def test_staff_rate_runs_in_bulk_apart_from_their_users_feedback(root, conversation):
     runs = list(conversation.runs.order_by("position"))
+    Run.objects.filter(pk=runs[1].pk).update(status=RunStatus.RUNNING)
     form = {"action": "rate_down", "_selected_action": [str(r.run_id) for r in runs[:2]]}
     response = root.post("/admin/sessions_app/run/", form, follow=True)
-    assert "2 runs rated bad." in response.content.decode()
-    ratings = dict(conversation.runs.values_list("position", "feedback_rating"))
-    assert ratings == {1: -1, 2: -1, 3: None}
+    assert "1 run rated bad by staff; 1 still answering, left unrated." in response.content.decode()
+    rows = conversation.runs.order_by("position").values_list(
+        "staff_rating", "feedback_rating", "feedback_comment"
+    )
+    assert list(rows) == [(-1, 1, "Spot on"), (None, None, ""), (None, None, "")]
+    shown = root.get("/admin/sessions_app/run/?staff_rating=-1").context["cl"].result_list
+    assert [r.position for r in shown] == [1]
 
 
-def test_selected_sessions_export_as_json_in_the_apis_shape(root, conversation, sessions):
-    form = {
-        "action": "export_sessions_json",
-        "_selected_action": [str(conversation.session_id), str(sessions[0].session_id)],
-    }
-    response = root.post("/admin/sessions_app/session/", form)
+def test_a_view_only_staff_member_cannot_rate(conversation, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    viewer = django_user_model.objects.create_user("viewer", password="x", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_run"))
+    client = Client()
+    client.force_login(viewer)
+    run = conversation.runs.get(position=2)
+    form = {"action": "rate_up", "_selected_action": [str(run.run_id)]}
+    client.post("/admin/sessions_app/run/", form)
+    run.refresh_from_db()
+    assert run.staff_rating is None
+
+
+def _export(client: Client, path: str, action: str, keys: list[str]) -> list[dict]:
+    response = client.post(path, {"action": action, "_selected_action": keys})
     assert response["Content-Disposition"].startswith("attachment")
-    exported = json.loads(b"".join(response.streaming_content))
+    return json.loads(b"".join(response))  # the sync client reads the stream whole
+
+
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous iterators")
+def test_selected_sessions_export_as_json_in_the_apis_shape(root, conversation, sessions):
+    keys = [str(conversation.session_id), str(sessions[0].session_id)]
+    exported = _export(root, "/admin/sessions_app/session/", "export_sessions_json", keys)
     assert {s["session_name"] for s in exported} == {"Weather talk", "chat 0"}
     talk = next(s for s in exported if s["session_name"] == "Weather talk")
     assert talk["user_id"] == "alice" and talk["metrics"]["total_tokens"] == 45
     assert [r["input"] for r in talk["runs"]][:2] == ["What's the weather?", "And tomorrow?"]
     roles = [m["role"] for m in talk["runs"][0]["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_export_larger_than_a_page_streams_every_run_oldest_first(superuser, alice, agent):
+    from asgiref.sync import sync_to_async
+    from django.test import AsyncClient
+
+    from sessions_app.admin import actions
+
+    @sync_to_async
+    def seed() -> None:
+        session = Session.objects.create(user=alice, agent=agent, session_name="Long")
+        for i in range(actions.CHUNK + 7):
+            run = stored_run(session, f"q{i}", f"a{i}")
+            Run.objects.filter(pk=run.pk).update(
+                created_at=timezone.now() - timedelta(minutes=1000 - i)
+            )
+
+    await seed()
+    client = AsyncClient()
+    await client.aforce_login(superuser)
+    keys = [str(k) async for k in Run.objects.values_list("pk", flat=True)]
+    form = {"action": "export_runs_json", "_selected_action": keys}
+    response = await client.post("/admin/sessions_app/run/", form)
+    assert response.is_async
+    body = b"".join([chunk async for chunk in response.streaming_content])
+    runs = json.loads(body)
+    assert [r["input"] for r in runs] == [f"q{i}" for i in range(actions.CHUNK + 7)]
+    assert runs[0]["messages"][1]["content"] == "a0"
 
 
 def test_names_and_messages_are_inert_html_in_the_admin(root, alice):
@@ -404,5 +486,6 @@ def test_runs_drill_down_by_year_month_and_day(root, conversation):
     assert "created_at__month=2" in months and "created_at__month=1&" not in months
     days = root.get("/admin/sessions_app/run/?created_at__year=2025&created_at__month=2")
     page = days.content.decode()
-    assert "created_at__day=10" in page and "created_at__day=12" in page
+    assert "created_at__day=10" in page and "created_at__day=11" in page
+    assert "created_at__day=12" in page
     assert {r.position for r in days.context["cl"].result_list} == {2, 3}

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 from django.utils import timezone
 
-from sessions_app.models import Message, Run, Session
+from sessions_app.models import ACTIVE_STATUSES, Message, Run, Session
 from sessions_app.schemas import MessageOut, RunOut, SessionOut
 from sessions_app.services.sessions import with_metrics
 
@@ -19,39 +20,55 @@ CHUNK = 200
 
 
 def _rate(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run], rating: int) -> None:
-    changed = queryset.order_by().update(feedback_rating=rating, feedback_at=timezone.now())
-    label = "good" if rating == 1 else "bad"
-    modeladmin.message_user(
-        request, f"{changed} run{'s' * (changed != 1)} rated {label}.", messages.SUCCESS
+    """Staff's rating of finished runs; a user's own feedback on them is left as it is."""
+    selected = queryset.order_by()
+    changed = selected.exclude(status__in=ACTIVE_STATUSES).update(
+        staff_rating=rating, staff_rated_at=timezone.now()
     )
+    running = selected.filter(status__in=ACTIVE_STATUSES).count()
+    label = "good" if rating == 1 else "bad"
+    note = f"; {running} still answering, left unrated" if running else ""
+    message = f"{changed} run{'s' * (changed != 1)} rated {label} by staff{note}."
+    modeladmin.message_user(request, message, messages.SUCCESS)
 
 
-@admin.action(description="Rate the selected runs 👍 good", permissions=["change"])
+@admin.action(description="Rate the selected runs 👍 good (staff)", permissions=["change"])
 def rate_up(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run]) -> None:
     _rate(modeladmin, request, queryset, 1)
 
 
-@admin.action(description="Rate the selected runs 👎 bad", permissions=["change"])
+@admin.action(description="Rate the selected runs 👎 bad (staff)", permissions=["change"])
 def rate_down(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run]) -> None:
     _rate(modeladmin, request, queryset, -1)
 
 
-def _json_download(items: Iterable[dict[str, Any]], filename: str) -> StreamingHttpResponse:
-    def lines() -> Iterator[str]:
+def _json_download(
+    queryset: QuerySet, shape: Callable[[list[Any]], list[dict[str, Any]]], filename: str
+) -> StreamingHttpResponse:
+    """The selection as one JSON array, oldest first, read and written a page at a time: an
+    export of a million rows holds one page in memory, and daphne sends it as it goes."""
+    model = queryset.model
+    selected = model.objects.filter(pk__in=queryset.order_by().values("pk"))
+
+    def page(after: tuple[Any, Any] | None) -> list[Any]:
+        rows = selected.order_by("created_at", "pk")
+        if after is not None:
+            rows = rows.filter(Q(created_at__gt=after[0]) | Q(created_at=after[0], pk__gt=after[1]))
+        return list(rows.values_list("created_at", "pk")[:CHUNK])
+
+    async def lines() -> AsyncIterator[str]:
         yield "["
-        for n, item in enumerate(items):
-            yield ("," if n else "") + "\n" + json.dumps(item, ensure_ascii=False)
+        after, count = None, 0
+        while keys := await sync_to_async(page)(after):
+            after = keys[-1]
+            for item in await sync_to_async(shape)([pk for _, pk in keys]):
+                yield ("," if count else "") + "\n" + json.dumps(item, ensure_ascii=False)
+                count += 1
         yield "\n]\n"
 
     response = StreamingHttpResponse(lines(), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
-
-
-def _chunks(queryset: QuerySet) -> Iterator[list[Any]]:
-    keys = list(queryset.order_by().values_list("pk", flat=True))
-    for start in range(0, len(keys), CHUNK):
-        yield keys[start : start + CHUNK]
 
 
 def _runs_as_json(runs: list[Run]) -> list[dict[str, Any]]:
@@ -64,34 +81,35 @@ def _runs_as_json(runs: list[Run]) -> list[dict[str, Any]]:
     ]
 
 
-def _sessions(keys_chunks: Iterator[list[Any]]) -> Iterator[dict[str, Any]]:
-    for keys in keys_chunks:
-        sessions = list(Session.objects.filter(pk__in=keys).select_related("user", "agent"))
-        with_metrics(sessions)
-        runs = Run.objects.filter(session__in=keys).select_related("user").order_by("position")
-        by_session: dict[str, list[dict[str, Any]]] = {}
-        for run in _runs_as_json(list(runs)):
-            by_session.setdefault(run["session_id"], []).append(run)
-        for session in sorted(sessions, key=lambda s: s.created_at):
-            shape = SessionOut.from_orm(session).model_dump(mode="json")
-            yield {**shape, "runs": by_session.get(shape["session_id"], [])}
+def _sessions(keys: list[Any]) -> list[dict[str, Any]]:
+    """Sessions in the API's shape, each with its runs and their messages."""
+    sessions = list(Session.objects.filter(pk__in=keys).select_related("user", "agent"))
+    with_metrics(sessions)
+    runs = Run.objects.filter(session__in=keys).select_related("user").order_by("position")
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for run in _runs_as_json(list(runs)):
+        by_session.setdefault(run["session_id"], []).append(run)
+    out = []
+    for session in sorted(sessions, key=lambda s: (s.created_at, s.pk)):
+        shape = SessionOut.from_orm(session).model_dump(mode="json")
+        out.append({**shape, "runs": by_session.get(shape["session_id"], [])})
+    return out
 
 
-def _runs(keys_chunks: Iterator[list[Any]]) -> Iterator[dict[str, Any]]:
-    for keys in keys_chunks:
-        runs = Run.objects.filter(pk__in=keys).select_related("user")
-        yield from _runs_as_json(list(runs.order_by("created_at")))
+def _runs(keys: list[Any]) -> list[dict[str, Any]]:
+    runs = Run.objects.filter(pk__in=keys).select_related("user")
+    return _runs_as_json(list(runs.order_by("created_at", "pk")))
 
 
 @admin.action(description="Export the selected sessions as JSON")
 def export_sessions_json(
     modeladmin: Any, request: HttpRequest, queryset: QuerySet[Session]
 ) -> StreamingHttpResponse:
-    return _json_download(_sessions(_chunks(queryset)), "parley-sessions.json")
+    return _json_download(queryset, _sessions, "parley-sessions.json")
 
 
 @admin.action(description="Export the selected runs as JSON")
 def export_runs_json(
     modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run]
 ) -> StreamingHttpResponse:
-    return _json_download(_runs(_chunks(queryset)), "parley-runs.json")
+    return _json_download(queryset, _runs, "parley-runs.json")

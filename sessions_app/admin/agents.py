@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import display
+from sessions_app.admin.base import total_per_row
 from sessions_app.models import Agent, ApiToken, Session
 
 
@@ -21,8 +22,7 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name", "model", "instructions"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
-        sessions = Session.objects.filter(agent=OuterRef("pk")).order_by().values("agent")
-        count = Subquery(sessions.annotate(n=Count("pk")).values("n"))
+        count = total_per_row(Session.objects.all(), "agent", "COUNT")
         return super().get_queryset(request).annotate(session_count=count)
 
     @admin.display(description="history")

@@ -15,6 +15,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
+from sessions_app.admin import display
+
 # Below this many rows by PostgreSQL's estimate, counting exactly is cheap enough.
 ESTIMATE_ABOVE = 50_000
 
@@ -74,6 +76,26 @@ class ListAdmin(admin.ModelAdmin):
             str(obj.pk),  # type: ignore[attr-defined]
             format_html(_("Select this object for an action - {}"), obj),
         )
+
+
+class MetricColumns:
+    """The figures every run and model call has, as list columns formatted for people."""
+
+    @admin.display(description="first token", ordering="time_to_first_token")
+    def first_token(self, obj: Any) -> str:
+        return display.duration(obj.time_to_first_token)
+
+    @admin.display(description="duration", ordering="duration")
+    def took(self, obj: Any) -> str:
+        return display.duration(obj.duration)
+
+    @admin.display(description="cost", ordering="cost")
+    def cost(self, obj: Any) -> str:
+        return display.cost(obj.cost, obj.usage_estimated)
+
+    @admin.display(description="metrics")
+    def metrics(self, obj: Any) -> str:
+        return " · ".join(f"{label}: {value}" for label, value in display.metrics(obj))
 
 
 class RecordAdmin(ListAdmin):

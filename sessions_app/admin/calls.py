@@ -5,17 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import display, transcript
-from sessions_app.admin.base import RecordAdmin
+from sessions_app.admin.base import MetricColumns, RecordAdmin
 from sessions_app.admin.filters import ModelNameFilter
 from sessions_app.models import LLMCall, Run, Session
 
 
 @admin.register(LLMCall)
-class LLMCallAdmin(RecordAdmin):
+class LLMCallAdmin(MetricColumns, RecordAdmin):
     list_display = [
         "created_at", "kind", "model", "user", "run_link", "tokens_in", "tokens_out",
         "first_token", "took", "cost", "ok",
@@ -55,21 +56,9 @@ class LLMCallAdmin(RecordAdmin):
     def tokens_out(self, obj: LLMCall) -> str:
         return display.tokens(obj.output_tokens)
 
-    @admin.display(description="first token", ordering="time_to_first_token")
-    def first_token(self, obj: LLMCall) -> str:
-        return display.duration(obj.time_to_first_token)
-
-    @admin.display(description="duration", ordering="duration")
-    def took(self, obj: LLMCall) -> str:
-        return display.duration(obj.duration)
-
-    @admin.display(description="cost", ordering="cost")
-    def cost(self, obj: LLMCall) -> str:
-        return display.cost(obj.cost, obj.usage_estimated)
-
-    @admin.display(description="metrics")
-    def metrics(self, obj: LLMCall) -> str:
-        return " · ".join(f"{label}: {value}" for label, value in transcript.metrics(obj))
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LLMCall]:
+        # What a call was sent can be long: only its own page reads it (one query more there).
+        return super().get_queryset(request).defer("sent_messages")
 
     def render_change_form(
         self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any

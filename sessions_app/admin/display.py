@@ -13,6 +13,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from sessions_app.models import TokenMetrics
+
 EMPTY = "–"
 
 
@@ -110,3 +112,16 @@ def change(percent: float | None) -> str:
         return "no earlier data"
     arrow = "▲" if percent > 0 else "▼" if percent < 0 else "="
     return f"{arrow} {abs(percent):.1f} %"
+
+
+def metrics(obj: TokenMetrics) -> list[tuple[str, str]]:
+    speed = obj.tokens_per_second
+    return [
+        ("Tokens in", tokens(obj.input_tokens)),
+        ("Tokens out", tokens(obj.output_tokens)),
+        ("First token", duration(obj.time_to_first_token)),
+        ("Duration", duration(obj.duration)),
+        ("Speed", f"{speed:,.1f} tokens/s" if speed else EMPTY),
+        ("Cost", cost(obj.cost, obj.usage_estimated)),
+        ("Usage", "estimated by Parley" if obj.usage_estimated else "reported by the model"),
+    ]

@@ -77,16 +77,23 @@ class HasFeedbackFilter(_HasRunsFilter):
 class RatingFilter(admin.SimpleListFilter):
     title = "rating"
     parameter_name = "rating"
+    field = "feedback_rating"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [("1", "👍 Good"), ("-1", "👎 Bad"), ("none", "Not rated")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() == "none":
-            return queryset.filter(feedback_rating__isnull=True)
+            return queryset.filter(**{f"{self.field}__isnull": True})
         if self.value() in ("1", "-1"):
-            return queryset.filter(feedback_rating=int(self.value()))
+            return queryset.filter(**{self.field: int(self.value())})
         return queryset
+
+
+class StaffRatingFilter(RatingFilter):
+    title = "staff rating"
+    parameter_name = "staff_rating"
+    field = "staff_rating"
 
 
 class ModelNameFilter(admin.SimpleListFilter):

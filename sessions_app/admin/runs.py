@@ -10,21 +10,21 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import actions, display, transcript
-from sessions_app.admin.base import RecordAdmin
-from sessions_app.admin.filters import ModelNameFilter, RatingFilter
+from sessions_app.admin.base import MetricColumns, RecordAdmin
+from sessions_app.admin.filters import ModelNameFilter, RatingFilter, StaffRatingFilter
 from sessions_app.models import Message, Run, Session
 from sessions_app.services.markdown import highlight_css
 from sessions_app.services.sessions import session_title
 
 
 @admin.register(Run)
-class RunAdmin(RecordAdmin):
+class RunAdmin(MetricColumns, RecordAdmin):
     list_display = [
         "run", "session_link", "user", "agent", "status_badge", "model", "tokens",
-        "first_token", "took", "cost", "rated", "created_at",
+        "first_token", "took", "cost", "rated", "staff_rated", "created_at",
     ]  # fmt: skip
     list_display_links = ["run"]
-    list_filter = ["status", ModelNameFilter, "agent", RatingFilter]
+    list_filter = ["status", ModelNameFilter, "agent", RatingFilter, StaffRatingFilter]
     search_fields = ["input", "user__username"]
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
@@ -32,7 +32,8 @@ class RunAdmin(RecordAdmin):
     actions = [actions.rate_up, actions.rate_down, actions.export_runs_json]
     fields = [
         "session_link", "user_link", "agent_link", "position", "status_badge", "model",
-        "model_provider", "created_at", "finished_at", "metrics", "feedback", "error",
+        "model_provider", "created_at", "finished_at", "metrics", "feedback", "staff_review",
+        "error",
     ]  # fmt: skip
     readonly_fields = fields
     change_form_template = "admin/sessions_app/run/change_form.html"
@@ -61,28 +62,23 @@ class RunAdmin(RecordAdmin):
     def tokens(self, obj: Run) -> str:
         return display.tokens(obj.total_tokens)
 
-    @admin.display(description="first token", ordering="time_to_first_token")
-    def first_token(self, obj: Run) -> str:
-        return display.duration(obj.time_to_first_token)
-
-    @admin.display(description="duration", ordering="duration")
-    def took(self, obj: Run) -> str:
-        return display.duration(obj.duration)
-
-    @admin.display(description="cost", ordering="cost")
-    def cost(self, obj: Run) -> str:
-        return display.cost(obj.cost, obj.usage_estimated)
-
     @admin.display(description="rating", ordering="feedback_rating")
     def rated(self, obj: Run) -> str:
         return display.rating(obj.feedback_rating)
 
-    @admin.display(description="metrics")
-    def metrics(self, obj: Run) -> SafeString:
-        return format_html(
-            "{}",
-            " · ".join(f"{label}: {value}" for label, value in transcript.metrics(obj)),
-        )
+    @admin.display(description="staff", ordering="staff_rating")
+    def staff_rated(self, obj: Run) -> str:
+        return display.rating(obj.staff_rating)
+
+    @admin.display(description="staff rating")
+    def staff_review(self, obj: Run) -> str:
+        if obj.staff_rating is None:
+            return display.EMPTY
+        return f"{display.rating(obj.staff_rating)} {obj.staff_rated_at:%Y-%m-%d %H:%M}"
+
+    def has_delete_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
+        # A run still answering is the engine's; its rows go when it has ended.
+        return super().has_delete_permission(request, obj) and not (obj and obj.is_active)
 
     @admin.display(description="feedback")
     def feedback(self, obj: Run) -> SafeString | str:

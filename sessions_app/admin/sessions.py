@@ -15,9 +15,9 @@ from django.utils.safestring import SafeString
 from sessions_app.admin import actions, display, transcript
 from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.admin.filters import HasErrorsFilter, HasFeedbackFilter, OwnerFilter
-from sessions_app.models import LLMCall, Run, RunStatus, Session
+from sessions_app.models import ACTIVE_STATUSES, LLMCall, Run, RunStatus, Session
 from sessions_app.services.markdown import highlight_css
-from sessions_app.services.sessions import session_title
+from sessions_app.services.sessions import session_title, update_session
 
 
 class SessionForm(forms.ModelForm):
@@ -140,6 +140,19 @@ class SessionAdmin(ListAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # sessions begin in the chat or the API
+
+    def has_delete_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
+        # As in the chat: a session whose answer is still streaming is not deleted under it.
+        busy = obj is not None and obj.runs.filter(status__in=ACTIVE_STATUSES).exists()
+        return super().has_delete_permission(request, obj) and not busy
+
+    def save_model(self, request: HttpRequest, obj: Session, form: Any, change: bool) -> None:
+        """Through the service, as the chat and the API do: only the fields changed on the page
+        are written (a run may have changed the state meanwhile), and a name given by a person
+        is final, never replaced by a generated title."""
+        changed = {name: form.cleaned_data[name] for name in form.changed_data}
+        if changed:
+            update_session(request.user, obj.pk, **changed)
 
     def render_change_form(
         self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any

@@ -12,7 +12,7 @@ from django.utils.html import escape, linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
 from sessions_app.admin import display
-from sessions_app.models import LLMCall, Message, Role, Run, Session, TokenMetrics
+from sessions_app.models import LLMCall, Message, Role, Run, Session
 from sessions_app.services.markdown import render_markdown
 
 RUNS_PER_PAGE = 100
@@ -56,19 +56,6 @@ def _call(call: dict[str, Any]) -> dict[str, str]:
     return {"id": call.get("id", ""), "name": function.get("name", ""), "arguments": arguments}
 
 
-def metrics(obj: TokenMetrics) -> list[tuple[str, str]]:
-    speed = obj.tokens_per_second
-    return [
-        ("Tokens in", display.tokens(obj.input_tokens)),
-        ("Tokens out", display.tokens(obj.output_tokens)),
-        ("First token", display.duration(obj.time_to_first_token)),
-        ("Duration", display.duration(obj.duration)),
-        ("Speed", f"{speed:,.1f} tokens/s" if speed else display.EMPTY),
-        ("Cost", display.cost(obj.cost, obj.usage_estimated)),
-        ("Usage", "estimated by Parley" if obj.usage_estimated else "reported by the model"),
-    ]
-
-
 def run_entries(runs: list[Run], messages: list[Message], state_before: Any) -> list[RunEntry]:
     by_run: dict[Any, list[Turn]] = {}
     for m in messages:
@@ -77,7 +64,7 @@ def run_entries(runs: list[Run], messages: list[Message], state_before: Any) -> 
         )
     entries = []
     for run in runs:
-        entry = RunEntry(run, by_run.get(run.pk, []), metrics(run), run.session_state)
+        entry = RunEntry(run, by_run.get(run.pk, []), display.metrics(run), run.session_state)
         entry.state_changed = run.session_state is not None and run.session_state != state_before
         if run.session_state is not None:
             state_before = run.session_state
@@ -95,10 +82,21 @@ def session_transcript(session: Session, page_number: Any = 1) -> dict[str, Any]
     return {
         "entries": run_entries(shown, list(messages), before),
         "page": page,
-        "other_calls": list(
-            LLMCall.objects.filter(session=session, run__isnull=True).order_by("created_at")
-        ),
+        "other_calls": [_shown(call) for call in _other_calls(session)],
     }
+
+
+def _other_calls(session: Session) -> list[LLMCall]:
+    """Its title and summary calls, which belong to no run."""
+    calls = LLMCall.objects.filter(session=session, run__isnull=True).defer("sent_messages")
+    return list(calls.order_by("created_at"))
+
+
+def _shown(call: LLMCall) -> LLMCall:
+    call.tokens_shown = display.tokens(call.total_tokens)
+    call.duration_shown = display.duration(call.duration)
+    call.cost_shown = display.cost(call.cost, call.usage_estimated)
+    return call
 
 
 def _state_before(session: Session, first: Run) -> Any:
@@ -122,7 +120,7 @@ def run_detail(run: Run) -> dict[str, Any]:
         "calls": [
             {
                 "call": call,
-                "metrics": metrics(call),
+                "metrics": display.metrics(call),
                 "sent": sent_turns(call),
             }
             for call in calls

@@ -9,19 +9,16 @@ from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import display
-from sessions_app.admin.base import LargeTablePaginator, total_per_row
+from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.models import LLMCall, Run, Session, User
 
 
 @admin.register(User)
-class ParleyUserAdmin(UserAdmin):
+class ParleyUserAdmin(ListAdmin, UserAdmin):
     list_display = [
         "username", "email", "is_staff", "is_active", "sessions", "runs", "tokens",
         "last_active", "date_joined",
     ]  # fmt: skip
-    paginator = LargeTablePaginator
-    show_full_result_count = False
-    list_per_page = 50
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
         latest = Session.objects.filter(user=OuterRef("pk")).order_by("-updated_at")
@@ -50,7 +47,7 @@ class ParleyUserAdmin(UserAdmin):
     def tokens(self, obj: User) -> str:
         return display.tokens(obj.token_count or 0)
 
-    @admin.display(description="last active", ordering="last_login")
+    @admin.display(description="last active", ordering="last_active_at")
     def last_active(self, obj: User) -> str:
-        when = obj.last_active_at or obj.last_login
+        when = obj.last_active_at
         return when.strftime("%Y-%m-%d %H:%M") if when else display.EMPTY

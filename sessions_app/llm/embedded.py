@@ -29,8 +29,10 @@ MISSING = (
 )
 START_TIMEOUT = 120.0  # seconds; the 135M model loads in a few on a laptop
 # llama_cpp.server also reads its settings (PORT, HOST, MODEL, ...) from the environment, so it
-# sees only what a Python process needs to run, never Parley's own settings.
+# sees only what a Python process needs to run and how its threads and libraries are tuned,
+# never Parley's own settings.
 CHILD_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_PATH")
+CHILD_PREFIXES = ("OMP_", "GGML_", "LLAMA_", "CUDA_", "SSL_CERT_")
 
 
 class EmbeddedModelError(RuntimeError):
@@ -64,7 +66,11 @@ def free_port() -> int:
 
 
 def child_environment() -> dict[str, str]:
-    return {name: os.environ[name] for name in CHILD_ENVIRONMENT if name in os.environ}
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name in CHILD_ENVIRONMENT or name.startswith(CHILD_PREFIXES)
+    }
 
 
 def _die_with_parent() -> None:
@@ -126,10 +132,11 @@ class EmbeddedModel:
             except httpx.HTTPError:
                 pass
             time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        tail = self.log_tail()
         self.stop()
         raise EmbeddedModelError(
             f"The embedded model ({MODEL_ALIAS}) did not answer at {self.base_url} within "
-            f"{timeout:g} s; it was stopped. Its server's last output:\n{self.log_tail()}"
+            f"{timeout:g} s; it was stopped. Its server's last output:\n{tail}"
         )
 
     def log_tail(self, size: int = 2000) -> str:
@@ -147,6 +154,9 @@ class EmbeddedModel:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.log is not None:
+            self.log.close()
+            self.log = None
 
     def __enter__(self) -> EmbeddedModel:
         return self.start()

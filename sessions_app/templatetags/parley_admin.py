@@ -62,7 +62,8 @@ def fast_date_hierarchy(cl: ChangeList) -> dict[str, Any]:
     year = chosen["year"] or (first.year if first.year == last.year else None)
     month = chosen["month"] or (first.month if year and first.month == last.month else None)
     if year and month:
-        days = [first.date() + datetime.timedelta(days=n) for n in range((last - first).days + 1)]
+        span_days = (last.date() - first.date()).days
+        days = [first.date() + datetime.timedelta(days=n) for n in range(span_days + 1)]
         return {
             "show": True,
             "back": {"link": link({names["year"]: year}), "title": str(year)},
