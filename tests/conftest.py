@@ -44,7 +44,14 @@ def bob(django_user_model):
 
 @pytest.fixture
 def staff(django_user_model):
-    return django_user_model.objects.create_user("staff", password="staff-pass-123", is_staff=True)
+    """A staff member who may read the record of every run and model call (the admin's lists
+    and the metrics dashboard), and change nothing there."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("staff", password="staff-pass-123", is_staff=True)
+    reading = Permission.objects.filter(codename__in=["view_run", "view_llmcall"])
+    user.user_permissions.add(*reading)
+    return user
 
 
 def database_url_for_subprocess() -> str:

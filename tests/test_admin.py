@@ -489,3 +489,12 @@ def test_runs_drill_down_by_year_month_and_day(root, conversation):
     assert "created_at__day=10" in page and "created_at__day=11" in page
     assert "created_at__day=12" in page
     assert {r.position for r in days.context["cl"].result_list} == {2, 3}
+
+
+def test_staff_without_permission_to_read_runs_see_no_dashboard(django_user_model):
+    bare = django_user_model.objects.create_user("bare", password="x", is_staff=True)
+    client = Client()
+    client.force_login(bare)
+    assert client.get("/admin/dashboard/").status_code == 403
+    assert client.get("/admin/dashboard/?csv=top_users").status_code == 403
+    assert "/admin/dashboard/" not in client.get("/admin/").content.decode()

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -16,7 +17,7 @@ from django.utils import timezone
 from sessions_app.admin import dashboard_tables
 from sessions_app.admin.dashboard_form import DEFAULT_PRESET, PRESETS, DashboardForm
 from sessions_app.admin.display import change, shown
-from sessions_app.models import Agent
+from sessions_app.models import Agent, LLMCall, Run
 from sessions_app.services import dashboard
 from sessions_app.services.dashboard.tables import TABLES
 
@@ -30,7 +31,14 @@ CHARTS = {
 }
 
 
+def may_see_dashboard(request: HttpRequest) -> bool:
+    """Its tables show what the run and model-call lists show; the same permissions open it."""
+    return all(admin.site.get_model_admin(m).has_view_permission(request) for m in (Run, LLMCall))
+
+
 def dashboard_view(request: HttpRequest) -> HttpResponse:
+    if not may_see_dashboard(request):
+        raise PermissionDenied
     form = DashboardForm(request.GET)
     context = _context(request, form)
     if not form.is_valid():
