@@ -274,3 +274,15 @@ async def test_a_title_that_reads_like_an_answer_keeps_the_first_message(
 )
 def test_a_title_must_look_like_a_title_of_the_first_message(answer, title):
     assert memory.clean_title(answer, "how do I budget for a used car") == title
+
+
+@pytest.mark.parametrize(
+    "answer,first,title",
+    [
+        ("面包的做法", "怎么在家做面包?", "面包的做法"),
+        ("旅行计划", "怎么在家做面包?", ""),  # another conversation's title
+        ("パンの焼き方", "家でパンを焼くには?", "パンの焼き方"),
+    ],
+)
+def test_titles_in_scripts_without_spaces_are_judged_by_shared_characters(answer, first, title):
+    assert memory.clean_title(answer, first) == title

@@ -266,9 +266,19 @@ def looks_like_title(title: str, first_message: str) -> bool:
         return False
     said = _content_words(first_message)
     message = first_message.lower()
-    return not said or any(
-        w in message or any(w.startswith(s) for s in said) for w in _content_words(title)
+    return (
+        not said
+        or any(w in message or any(w.startswith(s) for s in said) for w in _content_words(title))
+        or bool(_unspaced_pairs(title) & _unspaced_pairs(first_message))
     )
+
+
+def _unspaced_pairs(text: str) -> set[str]:
+    """Pairs of adjacent characters of scripts written without spaces (Chinese, Japanese,
+    Thai…), whose words the content-word test cannot split."""
+    letters = [c if ord(c) > 0x2E7F and c.isalpha() else " " for c in text]
+    joined = "".join(letters)
+    return {joined[i : i + 2] for i in range(len(joined) - 1) if " " not in joined[i : i + 2]}
 
 
 def _content_words(text: str) -> set[str]:
