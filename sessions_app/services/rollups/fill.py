@@ -33,7 +33,7 @@ def fill(days: Iterable[date]) -> int:
     """
     days = set(days)
     done = set(RolledDay.objects.filter(day__in=days).values_list("day", flat=True))
-    wanted = sorted(days - done)
+    wanted = sorted(days - done)  # claimed in order, so two fillers never wait on each other
     if not wanted:
         return 0
     with transaction.atomic():
