@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from datetime import UTC, date
 
 from sessions_app.models import CallKind, LatencyDay
-from sessions_app.services.dashboard.scope import CURRENT, PREVIOUS, Scope
+from sessions_app.services.dashboard.scope import CURRENT, PREVIOUS, Scope, day
 from sessions_app.services.percentiles import FRACTIONS, Spreads
 from sessions_app.services.rollups import histogram
 from sessions_app.services.rollups.fill import LATENCY
@@ -24,23 +24,22 @@ def latency(scope: Scope) -> tuple[Spreads, Spreads]:
     periods: dict[str, Histograms] = {p: _empty() for p in (CURRENT, PREVIOUS)}
     days: dict[date, Histograms] = defaultdict(_empty)
     stored = not scope.filtered and scope.rolled_until is not None
-    first = scope.start.astimezone(UTC).date()
     if stored:
+        first = scope.start.astimezone(UTC).date()
         rows = scope.rolled(LatencyDay, both=True).values_list("day", "field", "bucket", "calls")
-        for day, field, bucket, calls in rows:
-            now = day >= first
-            periods[CURRENT if now else PREVIOUS][field][bucket] += calls
-            if now:
-                days[day][field][bucket] += calls
+        for when, field, bucket, calls in rows:
+            periods[CURRENT if when >= first else PREVIOUS][field][bucket] += calls
+            if when >= first:
+                days[when][field][bucket] += calls
     chats = scope.calls(both=True, live=stored).filter(kind=CallKind.CHAT)
-    for created_at, *times in chats.values_list("created_at", *LATENCY).iterator(5000):
-        now = created_at >= scope.start
+    chats = chats.annotate(period=scope.period(), day=day()).values_list("period", "day", *LATENCY)
+    for period, when, *times in chats.iterator(chunk_size=5000):
         for field, seconds in zip(LATENCY, times, strict=True):
             if seconds is not None:
                 bucket = histogram.bucket(seconds)
-                periods[CURRENT if now else PREVIOUS][field][bucket] += 1
-                if now:
-                    days[created_at.astimezone(UTC).date()][field][bucket] += 1
+                periods[period][field][bucket] += 1
+                if period == CURRENT:
+                    days[when][field][bucket] += 1
     by_period = {p: _spread(found, LATENCY) for p, found in periods.items()}
     by_day = {d: _spread(found, ("time_to_first_token",)) for d, found in days.items()}
     return by_period, by_day
