@@ -31,13 +31,10 @@ class Usage:
 
 
 def usage(scope: Scope) -> Usage:
+    """Four grouped queries, a row per user, agent and model each: few enough to rank here."""
     errors = Q(status=RunStatus.ERROR)
     live = scope.runs(live=True).values(*PEOPLE)
     rolled = scope.rolled(RunDay).filter(started__gt=0).values(*PEOPLE)
-    sums = {"input_tokens": Sum("input_tokens"), "output_tokens": Sum("output_tokens"),
-            "cost": Sum("cost")}  # fmt: skip
-    rolled_sums = {"input_tokens": Sum("tokens_in"), "output_tokens": Sum("tokens_out"),
-                   "cost": Sum("spent")}  # fmt: skip
     keys = ("user_id", "agent_id", "model")
     return Usage(
         runs=[
@@ -45,8 +42,18 @@ def usage(scope: Scope) -> Usage:
             *rolled.annotate(runs=Sum("started"), errors=Sum("started", filter=errors)),
         ],
         calls=[
-            *scope.calls(live=True).values(*keys).annotate(**sums),
-            *scope.rolled(CallDay).values(*keys).annotate(**rolled_sums),
+            *scope.calls(live=True)
+            .values(*keys)
+            .annotate(
+                input_tokens=Sum("input_tokens"),
+                output_tokens=Sum("output_tokens"),
+                cost=Sum("cost"),
+            ),
+            *scope.rolled(CallDay)
+            .values(*keys)
+            .annotate(
+                input_tokens=Sum("tokens_in"), output_tokens=Sum("tokens_out"), cost=Sum("spent")
+            ),
         ],
     )
 
@@ -61,14 +68,11 @@ def _top(used: Usage, key: str, label: str) -> Rows:
         top["runs"] += row["runs"]
         top["errors"] += row["errors"] or 0
     rows = sorted(ranked.values(), key=lambda r: (-r["runs"], r[label], r[key]))[:LIMIT]
-    totals: dict[Any, dict[str, Any]] = {r[key]: {"input_tokens": 0, "output_tokens": 0,
-                                                  "cost": None} for r in rows}  # fmt: skip
+    totals = {r[key]: {"input_tokens": 0, "output_tokens": 0, "cost": None} for r in rows}
     for row in used.calls:
-        if row[key] in totals:
-            found = totals[row[key]]
-            for name in ("input_tokens", "output_tokens", "cost"):
-                if row[name] is not None:
-                    found[name] = (found[name] or 0) + row[name]
+        for name, found in totals.get(row[key], {}).items():
+            if row[name] is not None:
+                totals[row[key]][name] = (found or 0) + row[name]
     return [{**row, **totals[row[key]]} for row in rows]
 
 
@@ -102,11 +106,12 @@ def latest_errors(scope: Scope) -> Rows:
 def build(scope: Scope) -> dict[str, Rows]:
     """Every table, the three top tables from one reading of the usage."""
     used = usage(scope)
-    tops = {"top_users": top_users, "top_agents": top_agents, "top_models": top_models}
-    return {name: tops[name](scope, used) if name in tops else table(scope)
-            for name, table in TABLES.items()}  # fmt: skip
+    return {
+        name: table(scope, used) if name in TOPS else table(scope) for name, table in TABLES.items()
+    }
 
 
+TOPS = ("top_users", "top_agents", "top_models")
 TABLES = {
     "top_users": top_users,
     "top_agents": top_agents,
