@@ -14,7 +14,7 @@ from sessions_app.models import CallKind, LatencyDay
 from sessions_app.services.dashboard.scope import CURRENT, PREVIOUS, Scope, day
 from sessions_app.services.percentiles import FRACTIONS, Spreads
 from sessions_app.services.rollups import histogram
-from sessions_app.services.rollups.fill import LATENCY
+from sessions_app.services.rollups.days import LATENCY
 
 Histograms = dict[str, Counter[int]]
 
