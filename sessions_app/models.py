@@ -170,6 +170,8 @@ class Run(TokenMetrics):
             # when they were given.
             models.Index(fields=["created_at", "run_id"], name="run_created"),
             models.Index(fields=["status", "created_at", "run_id"], name="run_status_created"),
+            # The slowest runs of a range, read in order of duration.
+            models.Index(fields=["-duration", "-created_at"], name="run_slowest"),
             models.Index(
                 fields=["feedback_at"],
                 condition=Q(feedback_at__isnull=False),
@@ -261,3 +263,90 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name or 'token'} ({self.prefix}…)"
+
+
+# Daily rollups: per-UTC-day sums of runs and calls, made once a day is closed (nothing about it
+# changes any more) so the dashboard reads a few rows per day instead of every run and call.
+# Their keys point at users and agents without a database constraint and outlive them: usage
+# already spent stays counted when a user, session or run is deleted later.
+def _unchecked(to: type[models.Model] | str, **extra: object) -> models.ForeignKey:
+    return models.ForeignKey(
+        to, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+", **extra
+    )
+
+
+class RolledDay(models.Model):
+    """A closed UTC day whose runs and calls are summed in the rollups below; its row is the
+    claim that makes one process, and only one, roll the day up."""
+
+    day = models.DateField(primary_key=True)
+    rolled_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.day.isoformat()
+
+
+class _DayRow(models.Model):
+    day = models.DateField()
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__} {self.day.isoformat()}"
+
+
+class RunDay(_DayRow):
+    """Runs started on `day`, and ratings given on `day`, per session, model and status."""
+
+    session_id = models.UUIDField()
+    user = _unchecked(settings.AUTH_USER_MODEL)
+    agent = _unchecked(Agent)
+    model = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=12, choices=RunStatus.choices)
+    started = models.PositiveIntegerField(default=0)
+    rated_up = models.PositiveIntegerField(default=0)
+    rated_down = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "session_id", "user", "agent", "model", "status"],
+                name="run_day_unique",
+            )
+        ]
+
+
+class CallDay(_DayRow):
+    """Model calls made on `day`, per kind, model, agent and user: their tokens and cost."""
+
+    kind = models.CharField(max_length=10, choices=CallKind.choices)
+    model = models.CharField(max_length=200)
+    agent = _unchecked(Agent, null=True)
+    user = _unchecked(settings.AUTH_USER_MODEL)
+    # Named apart from LLMCall's columns, so the sums read from them can take those names.
+    made = models.PositiveIntegerField(default=0)
+    tokens_in = models.BigIntegerField(default=0)
+    tokens_out = models.BigIntegerField(default=0)
+    spent = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "kind", "model", "agent", "user"], name="call_day_unique"
+            )
+        ]
+
+
+class LatencyDay(_DayRow):
+    """How many chat calls of `day` had a time (first token or duration) in `bucket`
+    (services.rollups.histogram), so percentiles can be read without the calls."""
+
+    field = models.CharField(max_length=20)
+    bucket = models.IntegerField()
+    calls = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["day", "field", "bucket"], name="latency_day_unique")
+        ]

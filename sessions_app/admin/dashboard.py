@@ -19,7 +19,6 @@ from sessions_app.admin.dashboard_form import DEFAULT_PRESET, PRESETS, Dashboard
 from sessions_app.admin.display import change, shown
 from sessions_app.models import Agent, LLMCall, Run
 from sessions_app.services import dashboard
-from sessions_app.services.dashboard.tables import TABLES
 
 TEMPLATE = "sessions_app/admin/dashboard.html"
 CHARTS = {
@@ -47,7 +46,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     wanted = form.cleaned_data["csv"]
     if wanted:
         filename = f"parley-{wanted}-{scope.start:%Y%m%d}-{scope.end:%Y%m%d}.csv"
-        return dashboard_tables.csv_response(wanted, TABLES[wanted](scope), filename)
+        return dashboard_tables.csv_response(wanted, dashboard.table(scope, wanted), filename)
     board = dashboard.build(scope)
     context.update(
         scope=scope,

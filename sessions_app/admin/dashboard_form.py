@@ -11,6 +11,7 @@ from django.utils import timezone
 from sessions_app.models import Agent, User
 from sessions_app.services.dashboard import Scope
 from sessions_app.services.dashboard.tables import TABLES
+from sessions_app.services.rollups import closed_before
 
 PRESETS = {
     "24h": ("24 h", timedelta(hours=24)),
@@ -77,6 +78,7 @@ class DashboardForm(forms.Form):
             agent_id=agent.pk if agent else None,
             model=data.get("model", "").strip(),
             user_id=user.pk if user else None,
+            rolled_until=closed_before(now),
         )
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
+from functools import reduce
+from operator import or_
 from typing import Any
 
-from django.db.models import Case, F, QuerySet, Value, When
+from django.db.models import Case, F, Model, Q, QuerySet, Value, When
 from django.db.models.functions import TruncDate
 
 from sessions_app.models import LLMCall, Run
@@ -24,6 +26,8 @@ class Scope:
     agent_id: uuid.UUID | None = None
     model: str = ""
     user_id: int | None = None
+    # Whole days before this one are read from the daily rollups (None: every row is read).
+    rolled_until: date | None = None
 
     @property
     def previous(self) -> Scope:
@@ -35,13 +39,37 @@ class Scope:
         last = (self.end - timedelta(microseconds=1)).astimezone(UTC).date()
         return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
-    def runs(self, field: str = "created_at", *, both: bool = False) -> QuerySet[Run]:
-        """Runs whose `field` falls in the range (`both`: in this or the previous period)."""
-        return self._narrow(Run.objects.order_by(), field, both)
+    @property
+    def filtered(self) -> bool:
+        return self.agent_id is not None or bool(self.model) or self.user_id is not None
 
-    def calls(self, *, both: bool = False) -> QuerySet[LLMCall]:
-        """Model calls of every kind made in the range (`both`: or in the previous period)."""
-        return self._narrow(LLMCall.objects.order_by(), "created_at", both)
+    def rolled_days(self, *, both: bool = False) -> list[date]:
+        """The days read from the rollups: those before `rolled_until` lying wholly in one
+        period; the rest of the range (a partial first day, the open days) is read live."""
+        periods = [self.previous, self] if both else [self]
+        return [d for p in periods for d in _whole_days(p.start, p.end, self.rolled_until)]
+
+    def runs(
+        self, field: str = "created_at", *, both: bool = False, live: bool = False
+    ) -> QuerySet[Run]:
+        """Runs whose `field` falls in the range (`both`: in this or the previous period;
+        `live`: only outside the rolled-up days)."""
+        return self._narrow(Run.objects.order_by(), field, both, live)
+
+    def calls(self, *, both: bool = False, live: bool = False) -> QuerySet[LLMCall]:
+        """Model calls of every kind made in the range (`both`: or in the previous period;
+        `live`: only outside the rolled-up days)."""
+        return self._narrow(LLMCall.objects.order_by(), "created_at", both, live)
+
+    def rolled(self, model: type[Model], *, both: bool = False) -> QuerySet[Any]:
+        """The rollup rows of the rolled-up days, filtered as the live rows are."""
+        rows = model.objects.order_by().filter(day__in=self.rolled_days(both=both))
+        return self._filter(rows)
+
+    def rolled_period(self) -> Case:
+        """CURRENT or PREVIOUS, for rollup rows (a rolled day lies wholly in one period)."""
+        first = self.start.astimezone(UTC).date()
+        return Case(When(day__gte=first, then=Value(CURRENT)), default=Value(PREVIOUS))
 
     def period(self, field: str = "created_at") -> Case:
         """CURRENT or PREVIOUS, for rows selected with `both`."""
@@ -49,9 +77,18 @@ class Scope:
             When(**{f"{field}__gte": self.start}, then=Value(CURRENT)), default=Value(PREVIOUS)
         )
 
-    def _narrow(self, rows: QuerySet[Any], field: str, both: bool) -> QuerySet[Any]:
+    def _narrow(self, rows: QuerySet[Any], field: str, both: bool, live: bool) -> QuerySet[Any]:
         start = self.previous.start if both else self.start
-        rows = rows.filter(**{f"{field}__gte": start, f"{field}__lt": self.end})
+        spans = _outside(start, self.end, self.rolled_days(both=both) if live else [])
+        if not spans:
+            return rows.none()
+        return self._filter(
+            rows.filter(
+                reduce(or_, (Q(**{f"{field}__gte": a, f"{field}__lt": b}) for a, b in spans))
+            )
+        )
+
+    def _filter(self, rows: QuerySet[Any]) -> QuerySet[Any]:
         if self.agent_id is not None:
             rows = rows.filter(agent_id=self.agent_id)
         if self.model:
@@ -64,3 +101,30 @@ class Scope:
 def day(field: str = "created_at") -> TruncDate:
     """The UTC calendar day of a timestamp column."""
     return TruncDate(F(field), tzinfo=UTC)
+
+
+def _midnight(day_: date) -> datetime:
+    return datetime.combine(day_, time.min, tzinfo=UTC)
+
+
+def _whole_days(start: datetime, end: datetime, until: date | None) -> list[date]:
+    """The UTC days lying wholly within [start, end) and before `until`."""
+    if until is None:
+        return []
+    first = start.astimezone(UTC).date()
+    if _midnight(first) < start:
+        first += timedelta(days=1)
+    stop = min(end.astimezone(UTC).date(), until)
+    return [first + timedelta(days=i) for i in range((stop - first).days)]
+
+
+def _outside(start: datetime, end: datetime, days: list[date]) -> list[tuple[datetime, datetime]]:
+    """[start, end) without the given days, as a list of spans."""
+    spans, at = [], start
+    for day_ in sorted(days):
+        if _midnight(day_) > at:
+            spans.append((at, _midnight(day_)))
+        at = max(at, _midnight(day_ + timedelta(days=1)))
+    if at < end:
+        spans.append((at, end))
+    return spans

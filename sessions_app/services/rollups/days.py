@@ -1,0 +1,111 @@
+"""Rolling closed days up: each day once, by whichever process claims it first."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, QuerySet, Sum
+from django.db.models.functions import TruncDate
+
+from sessions_app.models import CallDay, CallKind, LatencyDay, LLMCall, RolledDay, Run, RunDay
+from sessions_app.services.rollups import histogram
+
+LATENCY = ("time_to_first_token", "duration")
+RUN_KEY = ("day", "session_id", "user_id", "agent_id", "model", "status")
+BATCH = 5000
+
+
+def closed_before(now: datetime) -> date:
+    """Days before the one returned are closed: every day before yesterday (UTC), so runs
+    still finishing and ratings of the last hours are in before a day is summed."""
+    return now.astimezone(UTC).date() - timedelta(days=1)
+
+
+def fill(days: Iterable[date]) -> int:
+    """Roll up those of `days` (closed days only) not rolled up yet; how many this call did.
+
+    All in one transaction. A day is claimed by inserting its RolledDay row: a second process
+    wanting the same day waits on that row and skips the day once the first commits.
+    """
+    days = set(days)
+    done = set(RolledDay.objects.filter(day__in=days).values_list("day", flat=True))
+    wanted = sorted(days - done)  # claimed in order, so two fillers never wait on each other
+    if not wanted:
+        return 0
+    with transaction.atomic():
+        claimed = [day for day in wanted if _claim(day)]
+        if claimed:
+            _store_runs(claimed)
+            _store_calls(claimed)
+            _store_latency(claimed)
+    return len(claimed)
+
+
+def _claim(day: date) -> bool:
+    try:
+        with transaction.atomic():
+            RolledDay.objects.create(day=day)
+    except IntegrityError:
+        return False
+    return True
+
+
+def _within(rows: QuerySet[Any], days: list[date], field: str = "created_at") -> QuerySet[Any]:
+    start = datetime.combine(days[0], time.min, tzinfo=UTC)
+    end = datetime.combine(days[-1] + timedelta(days=1), time.min, tzinfo=UTC)
+    rows = rows.order_by().filter(**{f"{field}__gte": start, f"{field}__lt": end})
+    return rows.annotate(day=TruncDate(F(field), tzinfo=UTC))
+
+
+def _store_runs(days: list[date]) -> None:
+    """Runs by the day they started, ratings by the day they were given."""
+    wanted = set(days)
+    sums: dict[tuple[Any, ...], Counter[str]] = defaultdict(Counter)
+    started = _within(Run.objects, days).values(*RUN_KEY).annotate(n=Count("pk"))
+    for row in started:
+        sums[tuple(row[k] for k in RUN_KEY)]["started"] += row["n"]
+    rated = _within(Run.objects.filter(feedback_rating__isnull=False), days, "feedback_at")
+    for row in rated.values(*RUN_KEY, "feedback_rating").annotate(n=Count("pk")):
+        counter = "rated_up" if row["feedback_rating"] == 1 else "rated_down"
+        sums[tuple(row[k] for k in RUN_KEY)][counter] += row["n"]
+    RunDay.objects.bulk_create(
+        (
+            RunDay(**dict(zip(RUN_KEY, key, strict=True)), **counts)
+            for key, counts in sums.items()
+            if key[0] in wanted
+        ),
+        batch_size=BATCH,
+    )
+
+
+def _store_calls(days: list[date]) -> None:
+    wanted = set(days)
+    rows = _within(LLMCall.objects, days).values("day", "kind", "model", "agent_id", "user_id")
+    sums = rows.annotate(
+        made=Count("pk"),
+        tokens_in=Sum("input_tokens"),
+        tokens_out=Sum("output_tokens"),
+        spent=Sum("cost"),
+    )
+    CallDay.objects.bulk_create(
+        (CallDay(**row) for row in sums if row["day"] in wanted), batch_size=BATCH
+    )
+
+
+def _store_latency(days: list[date]) -> None:
+    wanted = set(days)
+    counts: Counter[tuple[date, str, int]] = Counter()
+    chats = _within(LLMCall.objects.filter(kind=CallKind.CHAT), days)
+    for day, *times in chats.values_list("day", *LATENCY).iterator(chunk_size=BATCH):
+        if day in wanted:
+            for field, seconds in zip(LATENCY, times, strict=True):
+                if seconds is not None:
+                    counts[day, field, histogram.bucket(seconds)] += 1
+    LatencyDay.objects.bulk_create(
+        (LatencyDay(day=d, field=f, bucket=b, calls=n) for (d, f, b), n in counts.items()),
+        batch_size=BATCH,
+    )
