@@ -54,7 +54,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         charts=board.charts,
         chart_titles=CHARTS.items(),
         tables=[
-            {**dashboard_tables.rendered(name, rows), "csv": _url(request, csv=name)}
+            {**dashboard_tables.rendered(name, rows, scope), "csv": _url(request, csv=name)}
             for name, rows in board.tables.items()
         ],
     )
@@ -79,15 +79,18 @@ def _context(request: HttpRequest, form: DashboardForm) -> dict[str, Any]:
 def _tile(tile: dashboard.Tile) -> dict[str, Any]:
     percent = tile.change
     better = None if percent is None or percent == 0 else (percent < 0) == tile.lower_is_better
+    parts = [(name, shown(value, tile.unit)) for name, value in tile.parts]
+    if tile.basis is not None:
+        parts.append(("of", f"{shown(tile.basis[1], 'count')} {tile.basis[0]}"))
     return {
         "key": tile.key,
         "label": tile.label,
         "value": shown(tile.value, tile.unit),
         "previous": shown(tile.previous, tile.unit),
-        "change": change(percent),
+        "change": change(percent, tile.previous, tile.value),
         "better": better,
         "hint": tile.hint,
-        "parts": [(name, shown(value, tile.unit)) for name, value in tile.parts],
+        "parts": parts,
     }
 
 

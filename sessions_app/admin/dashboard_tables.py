@@ -14,6 +14,7 @@ from django.http import HttpResponse
 from django.urls import reverse
 
 from sessions_app.admin.display import shown
+from sessions_app.services.dashboard.scope import Scope
 
 Row = dict[str, Any]
 # A spreadsheet runs a cell that starts with one of these as a formula.
@@ -25,22 +26,28 @@ class Column:
     title: str
     value: Callable[[Row], Any]
     unit: str = "text"  # how it is shown: text, count, tokens, usd, seconds, time
-    link: Callable[[Row], str | None] | None = None
+    link: Callable[[Row, Scope], str | None] | None = None
 
 
 def _key(name: str) -> Callable[[Row], Any]:
     return lambda row: row[name]
 
 
-def _change(model: str, key: str) -> Callable[[Row], str | None]:
-    def link(row: Row) -> str | None:
+def _change(model: str, key: str) -> Callable[[Row, Scope], str | None]:
+    def link(row: Row, scope: Scope) -> str | None:
         return reverse(f"admin:sessions_app_{model}_change", args=[row[key]]) if row[key] else None
 
     return link
 
 
-def _model_runs(row: Row) -> str:
-    return f"{reverse('admin:sessions_app_run_changelist')}?{urlencode({'model': row['model']})}"
+def _model_runs(row: Row, scope: Scope) -> str:
+    """The model's runs in the admin, over the dashboard's range."""
+    query = {
+        "model": row["model"],
+        "created_at__gte": scope.start.isoformat(),
+        "created_at__lt": scope.end.isoformat(),
+    }
+    return f"{reverse('admin:sessions_app_run_changelist')}?{urlencode(query)}"
 
 
 def _session(row: Row) -> str:
@@ -80,7 +87,7 @@ TABLES: dict[str, tuple[str, list[Column]]] = {
 }  # fmt: skip
 
 
-def rendered(name: str, rows: list[Row]) -> dict[str, Any]:
+def rendered(name: str, rows: list[Row], scope: Scope) -> dict[str, Any]:
     """What the template shows of a table: its title, headers, and cells with their links."""
     title, columns = TABLES[name]
     return {
@@ -89,7 +96,7 @@ def rendered(name: str, rows: list[Row]) -> dict[str, Any]:
         "columns": [(c.title, c.unit) for c in columns],
         "rows": [
             [
-                (shown(c.value(row), c.unit), c.link(row) if c.link else None, c.unit)
+                (shown(c.value(row), c.unit), c.link(row, scope) if c.link else None, c.unit)
                 for c in columns
             ]
             for row in rows

@@ -106,10 +106,12 @@ def shown(value: Any, unit: str) -> str:
     return str(value)
 
 
-def change(percent: float | None) -> str:
-    """Up or down against the previous period."""
+def change(percent: float | None, previous: Any = None, value: Any = None) -> str:
+    """Up or down against the previous period, which may have had none of it."""
     if percent is None:
-        return "no earlier data"
+        if previous is None:
+            return "no earlier data"
+        return "none before" if value else "no change"
     arrow = "▲" if percent > 0 else "▼" if percent < 0 else "="
     return f"{arrow} {abs(percent):.1f} %"
 

@@ -27,6 +27,8 @@ class Tile:
     hint: str
     # Parts of the value shown under it, e.g. chat calls and titles & summaries apart.
     parts: tuple[tuple[str, Number | None], ...] = ()
+    # For a ratio: how many things it was taken over, e.g. ("ratings", 12).
+    basis: tuple[str, int] | None = None
     lower_is_better: bool = False
 
     @property
@@ -132,5 +134,5 @@ def feedback_tile(feedback: Rows) -> Tile:
     return Tile(
         "thumbs_up", "Thumbs up", "ratio", ups[CURRENT], ups[PREVIOUS],
         "Thumbs up, of the ratings given in the range (counted on the day of the rating).",
-        parts=(("ratings", rated(CURRENT, None)),),
+        basis=("ratings", rated(CURRENT, None)),
     )  # fmt: skip
