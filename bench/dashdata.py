@@ -2,7 +2,7 @@
 
 Each slice is `runs` runs in sessions of RUNS_PER_SESSION, spread at random over the last `days`
 days, with one chat call per run and a title call per session; bulk inserts, no model objects
-(bench.dbtool._write). Called by bench.dbtool, which has configured Django.
+(bench.seeding.write). Called by bench.dbtool, which has configured Django.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
-from bench.dbtool import _cookie, _settle, _user, _write
+from bench import seeding
 from sessions_app.models import Agent, CallKind, LLMCall, RolledDay, Run, RunStatus, Session
 from tests.querycount import count_queries
 
@@ -47,7 +47,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
     """One slice of `runs` runs; `slice` seeds the random numbers, so slices differ."""
     started = time.perf_counter()
     rng = random.Random(args.slice)
-    users = [_user(f"dash_user{i:04d}") for i in range(USERS)]
+    users = [seeding.user(f"dash_user{i:04d}") for i in range(USERS)]
     agents = [
         Agent.objects.update_or_create(name=f"dash agent {i}", defaults={"model": model})[0]
         for i, model in enumerate([*MODELS, MODELS[0]])
@@ -70,7 +70,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
         for p in range(1, RUNS_PER_SESSION + 1)
     ]  # fmt: skip
     with transaction.atomic():
-        _write(
+        seeding.write(
             Session,
             n,
             {
@@ -84,7 +84,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
         )
         _write_runs(runs, sessions, owners, helpers)
         _write_calls(runs, sessions, owners, helpers)
-    _settle()
+    seeding.settle()
     return {"seconds": round(time.perf_counter() - started, 1), "runs": Run.objects.count()}
 
 
@@ -93,7 +93,7 @@ def _write_runs(runs: list[dict[str, Any]], sessions: list, owners: list, helper
         return [r[name] for r in runs]
 
     rated = [r["rating"] is not None for r in runs]
-    _write(
+    seeding.write(
         Run,
         len(runs),
         {
@@ -128,7 +128,7 @@ def _write_calls(runs: list[dict[str, Any]], sessions: list, owners: list, helpe
     calls = [(r, CallKind.CHAT) for r in runs] + [(r, CallKind.TITLE) for r in firsts]
     tokens = [r["tokens"] if kind == CallKind.CHAT else (120, 8) for r, kind in calls]
     models = [helpers[r["session"]].model for r, _ in calls]
-    _write(
+    seeding.write(
         LLMCall,
         len(calls),
         {
@@ -156,10 +156,10 @@ def _write_calls(runs: list[dict[str, Any]], sessions: list, owners: list, helpe
 def count(args: argparse.Namespace) -> dict[str, Any]:
     """The staff cookie for timing, how long the first page after seeding took (it rolls up
     the closed days of its range), and the queries one page makes after it."""
-    staff = _user("dash_staff", staff=True)
+    staff = seeding.user("dash_staff", staff=True)
     client = Client()
     client.force_login(staff)
-    out: dict[str, Any] = {"cookie": _cookie(staff)}
+    out: dict[str, Any] = {"cookie": seeding.cookie(staff)}
     started = time.perf_counter()
     if client.get(URL).status_code != 200:
         raise RuntimeError(f"{URL} failed on its first reading")

@@ -12,7 +12,6 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -22,11 +21,11 @@ import django
 django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import connections, transaction  # noqa: E402
-from django.db.models import Model  # noqa: E402
+from django.db import transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench import dashdata, seeding  # noqa: E402
 from sessions_app.models import (  # noqa: E402
     Agent,
     CallKind,
@@ -44,19 +43,6 @@ User = get_user_model()
 BATCH = 2000
 
 
-def _user(username: str, *, staff: bool = False) -> Any:
-    user, _ = User.objects.get_or_create(
-        username=username, defaults={"is_staff": staff, "is_superuser": staff}
-    )
-    return user
-
-
-def _cookie(user: Any) -> str:
-    client = Client()
-    client.force_login(user)
-    return str(client.cookies["sessionid"].value)
-
-
 def _agent(model: str) -> Agent:
     agent, _ = Agent.objects.update_or_create(
         name=f"bench {model}", defaults={"model": model, "instructions": ""}
@@ -66,7 +52,7 @@ def _agent(model: str) -> Agent:
 
 def fixtures(args: argparse.Namespace) -> dict[str, Any]:
     """The load's user, its token and cookie, one agent per upstream script, and sessions."""
-    user = _user("bench")
+    user = seeding.user("bench")
     agents = {model: str(_agent(model).pk) for model in args.models}
     first = Agent.objects.get(pk=agents[args.models[0]])
     sessions = Session.objects.bulk_create(
@@ -76,7 +62,7 @@ def fixtures(args: argparse.Namespace) -> dict[str, Any]:
     _, token = create_token(user, "bench")
     return {
         "token": token,
-        "cookie": _cookie(user),
+        "cookie": seeding.cookie(user),
         "agents": agents,
         "sessions": [str(s.pk) for s in sessions],
     }
@@ -136,7 +122,7 @@ async def _naive_run(user: Any, model: str) -> dict[str, int]:
 async def _dbwork(models: list[str]) -> dict[str, Any]:
     from asgiref.sync import sync_to_async
 
-    user = await sync_to_async(_user)("bench_db")
+    user = await sync_to_async(seeding.user)("bench_db")
     agents = {m: await sync_to_async(_agent)(m) for m in models}
     # A session per answer length, each with its agent, so the runs differ only in the answer.
     sessions = {m: await Session.objects.acreate(user=user, agent=agents[m]) for m in models}
@@ -158,52 +144,6 @@ def dbwork(args: argparse.Namespace) -> dict[str, Any]:
 # -- figure 4: lists at size ------------------------------------------------------------------
 
 
-def _write(model: type[Model], count: int, vary: dict[str, Sequence[Any]], /, **same: Any) -> None:
-    """`count` new rows of `model`: each column in `vary` (by attribute name, `session_id`
-    for a foreign key) takes one value per row, every other column the value `same` gives (by
-    keyword, so the arguments before it are positional: a run has a field named `model`) or
-    else the field's default. Each value is prepared by its field, as the ORM's insert prepares
-    it, and a value all rows share is prepared once; no model object is made per row (making
-    them and preparing every field of each took most of a seeding's time)."""
-    connection = connections["default"]
-    fields = [f for f in model._meta.concrete_fields if not f.db_returning]
-    unknown = set(vary) - {f.attname for f in fields}
-    if unknown:
-        raise ValueError(f"not columns of {model.__name__}: {', '.join(sorted(unknown))}")
-    template = model(**same)
-    columns = []
-    for field in fields:
-        values = vary.get(field.attname)
-        if values is None:
-            shared = field.get_db_prep_save(getattr(template, field.attname), connection)
-            columns.append([shared] * count)
-        else:
-            columns.append([field.get_db_prep_save(value, connection) for value in values])
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    names = ", ".join(quote(f.column) for f in fields)
-    rows = list(zip(*columns, strict=True))  # a short `vary` list raises
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            # COPY: ten times the rows per second of an INSERT per row, for the larger seeds.
-            with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-            return
-        marks = ", ".join(["%s"] * len(fields))
-        cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
-
-
-def _settle() -> None:
-    """What autovacuum does to a live PostgreSQL database soon after a bulk load: planner
-    statistics and the visibility map (index-only scans), so pages are timed as they would be
-    served on a database in use rather than on one loaded a second ago."""
-    connection = connections["default"]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE")
-
-
 def seed(args: argparse.Namespace) -> dict[str, Any]:
     """`sessions` sessions of `runs` runs (two messages each) for `user`, plus sessions of other
     users until the table holds `total_sessions`; timestamps spread out as real data's are.
@@ -211,8 +151,8 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     rng = random.Random(5)
     agent = _agent("bench:20:0")
-    owner = _user(args.user)
-    staff = _user("bench_staff", staff=True)
+    owner = seeding.user(args.user)
+    staff = seeding.user("bench_staff", staff=True)
     now = timezone.now()
     n = args.sessions
     session_ids = [uuid.uuid4() for _ in range(n)]
@@ -231,7 +171,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
     inputs = [f"Question {p}" for p in run_positions]
     answers = [f"Answer {p} " * 8 for p in run_positions]
     with transaction.atomic():
-        _write(
+        seeding.write(
             Session,
             n,
             {
@@ -243,7 +183,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
             user=owner,
             agent=agent,
         )
-        _write(
+        seeding.write(
             Run,
             len(run_ids),
             {
@@ -265,7 +205,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
             duration=1.5,
             time_to_first_token=0.2,
         )
-        _write(
+        seeding.write(
             Message,
             2 * len(run_ids),
             {
@@ -278,7 +218,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
             },
         )
         if args.calls:
-            _write(
+            seeding.write(
                 LLMCall,
                 len(run_ids),
                 {
@@ -297,9 +237,9 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
                 duration=1.5,
                 time_to_first_token=0.2,
             )
-        others = [_user(f"bench_other{i:03d}") for i in range(args.other_users)]
+        others = [seeding.user(f"bench_other{i:03d}") for i in range(args.other_users)]
         missing = max(0, args.total_sessions - Session.objects.count())
-        _write(
+        seeding.write(
             Session,
             missing,
             {
@@ -311,7 +251,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
             },
             agent=agent,
         )
-    _settle()
+    seeding.settle()
     _, token = create_token(owner, "bench lists")
     return {
         "seconds": round(time.perf_counter() - started, 1),
@@ -320,8 +260,8 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
         "runs_total": Run.objects.count(),
         "user_sessions": Session.objects.filter(user=owner).count(),
         "user_messages": Message.objects.filter(session__user=owner).count(),
-        "cookie": _cookie(owner),
-        "staff_cookie": _cookie(staff),
+        "cookie": seeding.cookie(owner),
+        "staff_cookie": seeding.cookie(staff),
         "token": token,
     }
 
@@ -395,8 +335,6 @@ def main() -> None:
     p.add_argument("--slice", type=int, default=0)
     commands.add_parser("count-dashboard")
     args = parser.parse_args()
-    from bench import dashdata
-
     handler = {
         "fixtures": fixtures,
         "dbwork": dbwork,
