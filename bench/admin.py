@@ -16,8 +16,7 @@ import httpx
 from tqdm import tqdm
 
 from bench.context import Bench
-from bench.report import Row
-from bench.stats import p50, p95
+from bench.lists import add_size_rows
 
 REQUESTS = 20
 WARMUP = 3
@@ -92,29 +91,7 @@ async def run(bench: Bench) -> None:
             bar.update()
     small, full = measured["small"], measured["full"]
     for name in PAGES:
-        mine, ref = full["times"][name], small["times"][name]
-        bench.add(
-            Row(
-                "7",
-                f"admin: {name}",
-                "ms",
-                (p50(mine), p95(mine)),
-                "small data",
-                (p50(ref), p95(ref)),
-                target=f"p50 ≤ {LIMIT * 1000:.0f} ms",
-                passed=p50(mine) <= LIMIT,
-            )
-        )
-        bench.add(
-            Row(
-                "7",
-                f"admin: {name} queries",
-                "queries",
-                (full["queries"][name], None),
-                "small data",
-                (small["queries"][name], None),
-            )
-        )
+        add_size_rows(bench, "7", f"admin: {name}", name, full, small, LIMIT)
     fs = full["seeded"]
     bench.note(
         f"fig 7: {fs['sessions_total']:,} sessions, {fs['runs_total']:,} runs and "

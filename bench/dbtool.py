@@ -144,6 +144,16 @@ def dbwork(args: argparse.Namespace) -> dict[str, Any]:
 # -- figure 4: lists at size ------------------------------------------------------------------
 
 
+# Every seeded run, and its model call, took this.
+SEEDED_METRICS = {
+    "input_tokens": 12,
+    "output_tokens": 24,
+    "total_tokens": 36,
+    "duration": 1.5,
+    "time_to_first_token": 0.2,
+}
+
+
 def seed(args: argparse.Namespace) -> dict[str, Any]:
     """`sessions` sessions of `runs` runs (two messages each) for `user`, plus sessions of other
     users until the table holds `total_sessions`; timestamps spread out as real data's are.
@@ -199,11 +209,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
             agent=agent,
             status=RunStatus.COMPLETED,
             model=agent.model,
-            input_tokens=12,
-            output_tokens=24,
-            total_tokens=36,
-            duration=1.5,
-            time_to_first_token=0.2,
+            **SEEDED_METRICS,
         )
         seeding.write(
             Message,
@@ -231,11 +237,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
                 agent=agent,
                 kind=CallKind.CHAT,
                 model=agent.model,
-                input_tokens=12,
-                output_tokens=24,
-                total_tokens=36,
-                duration=1.5,
-                time_to_first_token=0.2,
+                **SEEDED_METRICS,
             )
         others = [seeding.user(f"bench_other{i:03d}") for i in range(args.other_users)]
         missing = max(0, args.total_sessions - Session.objects.count())

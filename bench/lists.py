@@ -64,6 +64,41 @@ async def _time(base: str, seeded: dict[str, Any], requests: int) -> dict[str, l
     return out
 
 
+def add_size_rows(
+    bench: Bench,
+    figure: str,
+    label: str,
+    name: str,
+    full: dict[str, Any],
+    small: dict[str, Any],
+    limit: float,
+) -> None:
+    """A page's time at full size against small data, with its target, and its queries."""
+    mine, ref = full["times"][name], small["times"][name]
+    bench.add(
+        Row(
+            figure,
+            f"{label} time",
+            "ms",
+            (p50(mine), p95(mine)),
+            "small data",
+            (p50(ref), p95(ref)),
+            target=f"p50 ≤ {limit * 1000:.0f} ms",
+            passed=p50(mine) <= limit,
+        )
+    )
+    bench.add(
+        Row(
+            figure,
+            f"{label} queries",
+            "queries",
+            (full["queries"][name], None),
+            "small data",
+            (small["queries"][name], None),
+        )
+    )
+
+
 async def run(bench: Bench) -> None:
     stack = bench.stack
     plan = sizes(bench)
@@ -95,29 +130,7 @@ async def run(bench: Bench) -> None:
         bar.close()
     small, full = measured["small"], measured["full"]
     for name in URLS:
-        mine, ref = full["times"][name], small["times"][name]
-        bench.add(
-            Row(
-                "4",
-                f"{NAMES[name]} time",
-                "ms",
-                (p50(mine), p95(mine)),
-                "small data",
-                (p50(ref), p95(ref)),
-                target=f"p50 ≤ {LIMIT * 1000:.0f} ms",
-                passed=p50(mine) <= LIMIT,
-            )
-        )
-        bench.add(
-            Row(
-                "4",
-                f"{NAMES[name]} queries",
-                "queries",
-                (full["queries"][name], None),
-                "small data",
-                (small["queries"][name], None),
-            )
-        )
+        add_size_rows(bench, "4", NAMES[name], name, full, small, LIMIT)
     fs, ss = full["seeded"], small["seeded"]
     bench.note(
         f"fig 4: full size = one user with {fs['user_sessions']:,} sessions and "
