@@ -80,7 +80,7 @@ class RatingFilter(admin.SimpleListFilter):
     field = "feedback_rating"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("1", "👍 Good"), ("-1", "👎 Bad"), ("none", "Not rated")]
+        return [("1", "Good"), ("-1", "Bad"), ("none", "Not rated")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() == "none":

@@ -126,12 +126,13 @@ class SessionAdmin(ListAdmin):
 
     @admin.display(description="totals")
     def totals(self, obj: Session) -> SafeString:
+        price = display.cost(obj.cost_total) if obj.cost_total is not None else "no price known"
         return format_html(
-            "{} runs · {} tokens · {} · {} with errors",
+            "{} runs · {} tokens · {} · {}",
             display.tokens(obj.run_count or 0),
             display.tokens(obj.token_count or 0),
-            display.cost(obj.cost_total),
-            "some runs" if obj.has_errors else "no runs",
+            price,
+            "some runs failed" if obj.has_errors else "no run failed",
         )
 
     @admin.display(description="summary")
