@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "ninja",
     "sessions_app",
+    "datasets",
 ]
 
 # Django's own, with their hooks run on the event loop where they do no I/O (project.middleware).

@@ -6,12 +6,21 @@ import uuid
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
+from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import Q
 
 
 class User(AbstractUser):
-    pass
+    allow_training = models.BooleanField(
+        default=True,
+        help_text="Whether this user's conversations may be exported to train models.",
+    )
+
+
+class FewShotOrder(models.TextChoices):
+    NEWEST = "newest", "newest first"
+    BEST = "best", "best rated first"
 
 
 class Agent(models.Model):
@@ -34,6 +43,17 @@ class Agent(models.Model):
         default=False,
         help_text="For models without function calling: put the past sessions that "
         "search_session_history would offer as a tool into the system message instead.",
+    )
+    # Few-shot: accepted items of a dataset sent before the history as example turns.
+    fewshot_dataset = models.ForeignKey(
+        "datasets.Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Send accepted examples from this dataset before the history.",
+    )
+    fewshot_count = models.PositiveSmallIntegerField(
+        default=3, validators=[MaxValueValidator(20)], help_text="How many examples."
+    )
+    fewshot_order = models.CharField(
+        max_length=10, choices=FewShotOrder.choices, default=FewShotOrder.NEWEST
     )
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -153,6 +173,8 @@ class Run(TokenMetrics):
     staff_rated_at = models.DateTimeField(null=True, blank=True)
     # The session state as this run left it, so the state at any run can be looked up.
     session_state = models.JSONField(null=True, blank=True)
+    # The dataset items sent to the model as few-shot examples, by item_id.
+    fewshot_items = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["session", "position"]

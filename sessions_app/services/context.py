@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
@@ -112,9 +112,8 @@ def as_openai(message: Message) -> dict[str, Any]:
     return out
 
 
-def _assemble(
-    agent: Agent, session: Session, new_input: str, user: User, history: list[Message]
-) -> list[dict[str, Any]]:
+def _assemble(turn: Turn, history: list[Message]) -> list[dict[str, Any]]:
+    agent, session, user = turn.agent, turn.session, turn.user
     messages: list[dict[str, Any]] = []
     past = None
     if agent.search_session_history and agent.add_past_sessions_to_context:
@@ -122,8 +121,10 @@ def _assemble(
     system = system_message(agent, session, user.get_username(), past)
     if system is not None:
         messages.append(system)
+    # Where Agno puts `additional_input`: after the system message, before the history.
+    messages.extend(turn.examples)
     messages.extend(as_openai(m) for m in history)
-    messages.append({"role": "user", "content": new_input})
+    messages.append({"role": "user", "content": turn.input})
     return messages
 
 
@@ -136,6 +137,8 @@ class Turn:
     position: int
     input: str
     user: User
+    # Few-shot example turns (datasets.services.fewshot), sent before the history.
+    examples: list[dict[str, Any]] = field(default_factory=list)
 
 
 def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
@@ -173,5 +176,5 @@ def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
             history = drop_dangling_tool_calls(histories.get(turn.session.pk, []))
         else:
             history = history_messages(turn.agent, turn.session, turn.position)
-        out.append(_assemble(turn.agent, turn.session, turn.input, turn.user, history))
+        out.append(_assemble(turn, history))
     return out

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from sessions_app.models import Run, User
 from sessions_app.services.access import get_run_for_owner
+from sessions_app.signals import runs_rated
 
 
 def set_feedback(user: User, run_id: Any, rating: int | None, comment: str = "") -> Run:
@@ -19,4 +20,6 @@ def set_feedback(user: User, run_id: Any, rating: int | None, comment: str = "")
     run.feedback_comment = comment.strip()[:2000]
     run.feedback_at = timezone.now() if rating is not None else None
     run.save(update_fields=["feedback_rating", "feedback_comment", "feedback_at"])
+    if rating is not None:
+        runs_rated.send(sender=Run, run_ids=[run.pk], rater="user")
     return run

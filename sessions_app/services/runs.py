@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from datasets.services import fewshot
 from sessions_app.llm import client as llm
 from sessions_app.models import (
     ACTIVE_STATUSES,
@@ -555,10 +556,14 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
         ]
         # Everything the model is sent is known before anything is written: the requests go
         # out now, and the rows are written while the model prepares its first token.
-        turns = [
-            Turn(agents_of[i], sessions[i], run.position, run.input, asks[i].user)
-            for i, run in zip(live, runs, strict=True)
-        ]
+        examples = fewshot.examples_for(agents_of[i] for i in live)
+        turns = []
+        for i, run in zip(live, runs, strict=True):
+            given = examples.get(agents_of[i].pk, fewshot.Examples())
+            run.fewshot_items = given.item_ids
+            turns.append(
+                Turn(agents_of[i], sessions[i], run.position, run.input, asks[i].user, given.messages)
+            )
         built = build_messages_many(turns)
         offered = [tools.tool_specs(agents_of[i]) for i in live]
         # Unless this transaction is bound to fail: a session with a run in progress, or asked

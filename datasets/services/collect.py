@@ -1,0 +1,140 @@
+"""Adding runs and sessions to a dataset: the one place items are made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from datasets.models import Dataset, DatasetItem, ItemSource, ItemStatus, Split
+from datasets.services import pairs, snapshot
+from datasets.services.snapshot import NotCollectable
+from sessions_app.models import Run, Session, User
+
+__all__ = ["AlreadyInDataset", "NotCollectable", "add_run", "add_session", "split_for"]
+
+
+class AlreadyInDataset(ValueError):
+    """The run (or session, or pair) is in this dataset already."""
+
+
+def split_for(dataset: Dataset, item_id: Any) -> str:
+    """The item's split, from its id alone: the same item lands in the same split every time."""
+    bucket = item_id.int % 100
+    if bucket < dataset.test_percent:
+        return Split.TEST
+    if bucket < dataset.test_percent + dataset.validation_percent:
+        return Split.VALIDATION
+    return Split.TRAIN
+
+
+def add_run(
+    dataset: Dataset,
+    run: Run,
+    *,
+    by: User | None = None,
+    status: str = ItemStatus.PENDING,
+    split: str | None = None,
+    with_pair: bool = True,
+) -> list[DatasetItem]:
+    """The run as an item; and when it was regenerated with the opposite rating, the pair too."""
+    if DatasetItem.objects.filter(dataset=dataset, source=ItemSource.RUN, source_run_id=run.pk):
+        raise AlreadyInDataset(f"Run {run.pk} is already in the dataset “{dataset.name}”.")
+    shot = snapshot.of_run(run)
+    fields = _provenance(run) | {"source": ItemSource.RUN, "run": run}
+    items = [_save(dataset, shot, fields, by=by, status=status, split=split, what="Run")]
+    found = pairs.regeneration_pair(run) if with_pair else None
+    if found is not None:
+        try:
+            items.append(add_pair(dataset, *found, by=by))
+        except AlreadyInDataset:
+            pass
+    return items
+
+
+def add_session(
+    dataset: Dataset,
+    session: Session,
+    *,
+    by: User | None = None,
+    status: str = ItemStatus.PENDING,
+    split: str | None = None,
+) -> DatasetItem:
+    if DatasetItem.objects.filter(
+        dataset=dataset, source=ItemSource.SESSION, source_session_id=session.pk
+    ):
+        raise AlreadyInDataset(f"Session {session.pk} is already in the dataset “{dataset.name}”.")
+    shot = snapshot.of_session(session)
+    last = session.runs.order_by("-position").first()
+    fields = {
+        "source": ItemSource.SESSION,
+        "run": None,
+        "source_run_id": None,
+        "source_session_id": session.pk,
+        "owner": session.user,
+        "agent": session.agent,
+        "source_created_at": last.created_at if last else session.created_at,
+    }
+    return _save(dataset, shot, fields, by=by, status=status, split=split, what="Session")
+
+
+def add_pair(
+    dataset: Dataset, chosen: Run, rejected: Run, *, by: User | None = None
+) -> DatasetItem:
+    """A preference pair: the context and chosen answer as a conversation, the other answer
+    as the rejected one."""
+    if DatasetItem.objects.filter(
+        dataset=dataset, source=ItemSource.PAIR, source_run_id=chosen.pk,
+        other_run_id=rejected.pk,
+    ):
+        raise AlreadyInDataset("This preference pair is already in the dataset.")
+    shot = snapshot.of_run(chosen)
+    fields = _provenance(chosen) | {
+        "source": ItemSource.PAIR,
+        "run": chosen,
+        "other_run_id": rejected.pk,
+        "rejected_answer": rejected.content,
+    }
+    return _save(dataset, shot, fields, by=by, status=ItemStatus.PENDING, split=None, what="Pair")
+
+
+def _provenance(run: Run) -> dict[str, Any]:
+    return {
+        "source_run_id": run.pk,
+        "source_session_id": run.session_id,
+        "owner_id": run.user_id,
+        "agent_id": run.agent_id,
+        "source_created_at": run.created_at,
+    }
+
+
+def _save(
+    dataset: Dataset,
+    shot: snapshot.Snapshot,
+    fields: dict[str, Any],
+    *,
+    by: User | None,
+    status: str,
+    split: str | None,
+    what: str,
+) -> DatasetItem:
+    item = DatasetItem(
+        dataset=dataset,
+        messages=shot.messages,
+        tools=shot.tools,
+        model=shot.model,
+        rating=shot.rating,
+        status=status,
+        added_by=by,
+        reviewed_at=timezone.now() if status != ItemStatus.PENDING else None,
+        **fields,
+    )
+    item.split = split or split_for(dataset, item.item_id)
+    item.content_hash = snapshot.content_hash(item.messages, "", item.rejected_answer)
+    try:
+        with transaction.atomic():
+            item.save(force_insert=True)
+    except IntegrityError as exc:  # added by someone else a moment ago
+        raise AlreadyInDataset(f"{what} is already in the dataset “{dataset.name}”.") from exc
+    return item

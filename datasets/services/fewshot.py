@@ -1,0 +1,62 @@
+"""Few-shot examples: an agent's dataset fed back to it as example turns before the history.
+
+Examples are sent with `name` "example_user" / "example_assistant" (OpenAI's convention for
+example turns), so the model and staff can tell them from the conversation, and a snapshot of a
+run leaves them out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from datasets.models import DatasetItem, ItemSource, ItemStatus
+from datasets.services.snapshot import conversation
+from sessions_app.models import Agent, FewShotOrder, Role
+
+
+@dataclass
+class Examples:
+    item_ids: list[str] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+def examples_for(agents: Iterable[Agent]) -> dict[Any, Examples]:
+    """Each few-shot agent's examples, by agent pk; an agent without any is left out."""
+    found: dict[Any, Examples] = {}
+    for agent in {a.pk: a for a in agents}.values():
+        if agent.fewshot_dataset_id is None or not agent.fewshot_count:
+            continue
+        items = _chosen(agent)
+        if items:
+            found[agent.pk] = Examples(
+                [str(item.item_id) for item in items],
+                [turn for item in items for turn in example_turns(item)],
+            )
+    return found
+
+
+def _chosen(agent: Agent) -> list[DatasetItem]:
+    order = ["-created_at", "item_id"]
+    if agent.fewshot_order == FewShotOrder.BEST:
+        order = ["-rating", *order]
+    # Items of owners who opted out of training use are not shown to anyone's agent either.
+    items = DatasetItem.objects.filter(
+        dataset_id=agent.fewshot_dataset_id,
+        status=ItemStatus.ACCEPTED,
+        source__in=[ItemSource.RUN, ItemSource.SESSION],
+    ).exclude(owner__allow_training=False)
+    return list(items.order_by(*order).only("item_id", "messages", "corrected_answer")[: agent.fewshot_count])
+
+
+def example_turns(item: DatasetItem) -> list[dict[str, Any]]:
+    """The item's user and answer turns (no system message, no tool rounds), oldest first."""
+    turns = []
+    for message in conversation(item.messages, item.corrected_answer):
+        text = message.get("content") or ""
+        if message["role"] == Role.USER:
+            turns.append({"role": "user", "name": "example_user", "content": text})
+        elif message["role"] == Role.ASSISTANT and not message.get("tool_calls") and text:
+            turns.append({"role": "assistant", "name": "example_assistant", "content": text})
+    return turns
