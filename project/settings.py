@@ -45,7 +45,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "ninja",
     "sessions_app",
-    "datasets",
+    "datasets_app",
 ]
 
 # Django's own, with their hooks run on the event loop where they do no I/O (project.middleware).

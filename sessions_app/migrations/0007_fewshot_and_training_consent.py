@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('datasets', '0001_datasets'),
+        ('datasets_app', '0001_datasets'),
         ('sessions_app', '0006_daily_rollups'),
     ]
 
@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agent',
             name='fewshot_dataset',
-            field=models.ForeignKey(blank=True, help_text='Send accepted examples from this dataset before the history.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='datasets.dataset'),
+            field=models.ForeignKey(blank=True, help_text='Send accepted examples from this dataset before the history.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='datasets_app.dataset'),
         ),
         migrations.AddField(
             model_name='agent',

@@ -137,7 +137,7 @@ class Turn:
     position: int
     input: str
     user: User
-    # Few-shot example turns (datasets.services.fewshot), sent before the history.
+    # Few-shot example turns (datasets_app.services.fewshot), sent before the history.
     examples: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from datasets.services import fewshot
+from datasets_app.services import fewshot
 from sessions_app.llm import client as llm
 from sessions_app.models import (
     ACTIVE_STATUSES,

@@ -8,9 +8,9 @@ from typing import Any
 
 from sessions_app.models import Run
 
-from datasets.models import DatasetRule, Rater
-from datasets.services import collect
-from datasets.services.snapshot import NotCollectable
+from datasets_app.models import DatasetRule, Rater
+from datasets_app.services import collect
+from datasets_app.services.snapshot import NotCollectable
 
 
 def sampled(rule: DatasetRule, run: Run) -> bool:

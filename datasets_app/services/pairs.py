@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sessions_app.models import Run, RunStatus
 
-from datasets.services.snapshot import effective_rating
+from datasets_app.services.snapshot import effective_rating
 
 
 def regeneration_pair(run: Run) -> tuple[Run, Run] | None:

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from datasets.models import DatasetItem, ItemSource, ItemStatus
-from datasets.services.snapshot import conversation
+from datasets_app.models import DatasetItem, ItemSource, ItemStatus
+from datasets_app.services.snapshot import conversation
 from sessions_app.models import Agent, FewShotOrder, Role
 
 

@@ -7,9 +7,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from datasets.models import Dataset, DatasetItem, ItemSource, ItemStatus, Split
-from datasets.services import pairs, snapshot
-from datasets.services.snapshot import NotCollectable
+from datasets_app.models import Dataset, DatasetItem, ItemSource, ItemStatus, Split
+from datasets_app.services import pairs, snapshot
+from datasets_app.services.snapshot import NotCollectable
 from sessions_app.models import Run, Session, User
 
 __all__ = ["AlreadyInDataset", "NotCollectable", "add_run", "add_session", "split_for"]
