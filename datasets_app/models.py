@@ -75,7 +75,10 @@ class DatasetItem(models.Model):
     # For pairs: the run whose answer lost.
     other_run_id = models.UUIDField(null=True, blank=True)
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
     )
     agent = models.ForeignKey(
@@ -97,7 +100,10 @@ class DatasetItem(models.Model):
     # Of the exported conversation (with its correction), to find the same one twice.
     content_hash = models.CharField(max_length=64, db_index=True)
     added_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
     )
     source_created_at = models.DateTimeField(null=True, blank=True)
@@ -148,11 +154,15 @@ class Rater(models.TextChoices):
 
 
 class DatasetRule(models.Model):
-    """"Every run of agent X rated up": applied as runs are rated, to a sample of them."""
+    """ "Every run of agent X rated up": applied as runs are rated, to a sample of them."""
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="rules")
     agent = models.ForeignKey(
-        "sessions_app.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+        "sessions_app.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
         help_text="Empty: every agent.",
     )
     rating = models.SmallIntegerField(choices=[(1, "rated up"), (-1, "rated down")], default=1)
@@ -161,7 +171,9 @@ class DatasetRule(models.Model):
         default=100, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
     status = models.CharField(
-        max_length=10, choices=ItemStatus.choices, default=ItemStatus.PENDING,
+        max_length=10,
+        choices=ItemStatus.choices,
+        default=ItemStatus.PENDING,
         help_text="The status its items start with.",
     )
     active = models.BooleanField(default=True)

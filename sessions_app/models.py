@@ -46,7 +46,11 @@ class Agent(models.Model):
     )
     # Few-shot: accepted items of a dataset sent before the history as example turns.
     fewshot_dataset = models.ForeignKey(
-        "datasets_app.Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "datasets_app.Dataset",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="Send accepted examples from this dataset before the history.",
     )
     fewshot_count = models.PositiveSmallIntegerField(

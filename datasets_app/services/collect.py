@@ -85,7 +85,9 @@ def add_pair(
     """A preference pair: the context and chosen answer as a conversation, the other answer
     as the rejected one."""
     if DatasetItem.objects.filter(
-        dataset=dataset, source=ItemSource.PAIR, source_run_id=chosen.pk,
+        dataset=dataset,
+        source=ItemSource.PAIR,
+        source_run_id=chosen.pk,
         other_run_id=rejected.pk,
     ):
         raise AlreadyInDataset("This preference pair is already in the dataset.")

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import F
+
 from datasets_app.models import DatasetItem, ItemSource, ItemStatus
 from datasets_app.services.snapshot import conversation
 from sessions_app.models import Agent, FewShotOrder, Role
@@ -38,16 +40,17 @@ def examples_for(agents: Iterable[Agent]) -> dict[Any, Examples]:
 
 
 def _chosen(agent: Agent) -> list[DatasetItem]:
-    order = ["-created_at", "item_id"]
+    order: list[Any] = ["-created_at", "item_id"]
     if agent.fewshot_order == FewShotOrder.BEST:
-        order = ["-rating", *order]
+        order = [F("rating").desc(nulls_last=True), *order]
     # Items of owners who opted out of training use are not shown to anyone's agent either.
     items = DatasetItem.objects.filter(
         dataset_id=agent.fewshot_dataset_id,
         status=ItemStatus.ACCEPTED,
         source__in=[ItemSource.RUN, ItemSource.SESSION],
     ).exclude(owner__allow_training=False)
-    return list(items.order_by(*order).only("item_id", "messages", "corrected_answer")[: agent.fewshot_count])
+    chosen = items.order_by(*order).only("item_id", "messages", "corrected_answer")
+    return list(chosen[: agent.fewshot_count])
 
 
 def example_turns(item: DatasetItem) -> list[dict[str, Any]]:

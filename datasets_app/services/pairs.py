@@ -3,9 +3,8 @@ rated up and the other down."""
 
 from __future__ import annotations
 
-from sessions_app.models import Run, RunStatus
-
 from datasets_app.services.snapshot import effective_rating
+from sessions_app.models import Run, RunStatus
 
 
 def regeneration_pair(run: Run) -> tuple[Run, Run] | None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from sessions_app.models import Run
-
 from datasets_app.models import DatasetRule, Rater
 from datasets_app.services import collect
 from datasets_app.services.snapshot import NotCollectable
+from sessions_app.models import Run
 
 
 def sampled(rule: DatasetRule, run: Run) -> bool:

@@ -125,8 +125,11 @@ def _tools_used(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return []
     # Every tool Parley can offer, whatever the agent offers today.
     every = tools.tool_specs(
-        Agent(search_session_history=True, add_past_sessions_to_context=False,
-              enable_agentic_state=True)
+        Agent(
+            search_session_history=True,
+            add_past_sessions_to_context=False,
+            enable_agentic_state=True,
+        )
     )
     known = {spec["function"]["name"]: spec for spec in every}
     return [known.get(name) or _bare_spec(name) for name in sorted(used)]

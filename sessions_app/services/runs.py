@@ -562,7 +562,9 @@ def _create_together(asks: list[_Ask]) -> list[_Plan | Exception]:
             given = examples.get(agents_of[i].pk, fewshot.Examples())
             run.fewshot_items = given.item_ids
             turns.append(
-                Turn(agents_of[i], sessions[i], run.position, run.input, asks[i].user, given.messages)
+                Turn(
+                    agents_of[i], sessions[i], run.position, run.input, asks[i].user, given.messages
+                )
             )
         built = build_messages_many(turns)
         offered = [tools.tool_specs(agents_of[i]) for i in live]
