@@ -1,0 +1,105 @@
+"""The dataset card: a Markdown page that says what an export holds and where it came from.
+Everything on it is counted by the database; nothing on it changes between two exports of the
+same items, so the card can be kept beside the file it describes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import Count, Max, Min, QuerySet
+
+from datasets_app.export.checks import CHECKS, Finding
+from datasets_app.export.stream import check_split, export_format, exported_items, format_items
+from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemSource, ItemStatus, Split
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _tally(items: QuerySet[DatasetItem], field: str, names: list[str]) -> str:
+    found = dict(items.order_by().values_list(field).annotate(n=Count("item_id")))
+    return ", ".join(f"{name} {found.get(name, 0)}" for name in names)
+
+
+def _day(moment: datetime | None) -> str:
+    return moment.date().isoformat() if moment else "unknown"
+
+
+def _rules(dataset: Dataset) -> list[str]:
+    rules = DatasetRule.objects.filter(dataset=dataset).select_related("agent").order_by("pk")
+    lines = [f"- {rule}{'' if rule.active else ' (paused)'}" for rule in rules]
+    return lines or ["- none: every item was added by hand"]
+
+
+def _models(items: QuerySet[DatasetItem]) -> list[str]:
+    rows = items.order_by().values_list("model").annotate(n=Count("item_id")).order_by("model")
+    return [f"- {model or 'unknown'}: {n}" for model, n in rows] or ["- none"]
+
+
+def _findings(findings: list[Finding], redact: bool) -> list[str]:
+    ran = ", ".join(CHECKS) + (", redaction" if redact else "")
+    lines = [f"Checks run: {ran}.", ""]
+    if not findings:
+        return [*lines, "No findings."]
+    lines += [f"{len(findings)} findings:", "", "| item | check | detail |", "|---|---|---|"]
+    lines += [f"| {f.item_id} | {f.check} | {_cell(f.detail)} |" for f in findings]
+    return lines
+
+
+def card(
+    dataset: Dataset,
+    fmt: str,
+    split: str | None,
+    findings: list[Finding],
+    *,
+    redact: bool = False,
+) -> str:
+    chosen = export_format(fmt)
+    split = check_split(split)
+    exported = exported_items(dataset, split)
+    every = dataset.items.all() if split is None else dataset.items.filter(split=split)
+    accepted = every.filter(status=ItemStatus.ACCEPTED)
+    opted_out = accepted.filter(owner__allow_training=False).count()
+    span = exported.aggregate(first=Min("source_created_at"), last=Max("source_created_at"))
+    written = format_items(dataset, fmt, split).count()
+    lines = [
+        f"# {dataset.name}",
+        "",
+        dataset.description.strip() or "No description.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Format | {chosen.name} |",
+        f"| File | {chosen.filename(dataset.name, split)} |",
+        f"| Split | {split or 'all'} |",
+        f"| Items written | {written} |",
+        f"| Redaction | {'on' if redact else 'off'} |",
+        "",
+        "## Sources",
+        "",
+        "Rules that add runs as they are rated:",
+        "",
+        *_rules(dataset),
+        "",
+        f"Exported items by source: {_tally(exported, 'source', ItemSource.values)}.",
+        "",
+        f"Source conversations from {_day(span['first'])} to {_day(span['last'])}.",
+        "",
+        "## Counts",
+        "",
+        f"- by status: {_tally(every, 'status', ItemStatus.values)}",
+        f"- exported (accepted, owner allows training use), by split: "
+        f"{_tally(exported, 'split', Split.values)}",
+        f"- accepted but left out because the owner opted out of training use: {opted_out}",
+        f"- written by {chosen.name}: {written}",
+        "",
+        "## Models",
+        "",
+        *_models(exported),
+        "",
+        "## Checks",
+        "",
+        *_findings(findings, redact),
+    ]
+    return "\n".join(lines) + "\n"
