@@ -38,18 +38,28 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def canonical(value: Any) -> Any:
+    """The value with its objects' keys sorted: PostgreSQL's jsonb keeps keys in its own order
+    and SQLite in the order written, and an export must be the same bytes on both."""
+    if isinstance(value, dict):
+        return {key: canonical(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    return value
+
+
 def arguments_text(arguments: Any) -> str:
     """Tool-call arguments as OpenAI sends them: a JSON string."""
     if isinstance(arguments, str):
         return arguments
-    return dumps(arguments if arguments is not None else {})
+    return dumps(canonical(arguments if arguments is not None else {}))
 
 
 def arguments_object(arguments: Any) -> Any:
     """Tool-call arguments as a value, for formats that nest them; text that is not JSON is
     kept as text."""
     if not isinstance(arguments, str):
-        return arguments if arguments is not None else {}
+        return canonical(arguments if arguments is not None else {})
     try:
         return json.loads(arguments) if arguments.strip() else {}
     except ValueError:
@@ -90,7 +100,7 @@ def turns(item: DatasetItem, text: Text) -> list[Turn]:
 
 def used_tools(item: DatasetItem, shown: list[Turn]) -> list[dict[str, Any]]:
     """The item's tool specs, when one of its turns calls a tool."""
-    return list(item.tools or []) if any(turn.calls for turn in shown) else []
+    return canonical(list(item.tools or [])) if any(turn.calls for turn in shown) else []
 
 
 def split_at_last_user(shown: list[Turn]) -> list[Turn]:
