@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench import admin, capacity, compare, dashboard, dbwork, frames, latency, lists
+from bench import admin, capacity, compare, dashboard, datasets, dbwork, frames, latency, lists
 from bench.context import Bench, Options
 from bench.report import render
 from bench.servers import Stack
@@ -29,6 +29,7 @@ FIGURES: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "lists": lists.run,
     "admin": admin.run,
     "dashboard": dashboard.run,
+    "datasets": datasets.run,
     "compare": compare.run,  # only with --against
 }
 ALIASES = {
@@ -39,6 +40,7 @@ ALIASES = {
     "5": "frames",
     "6": "dashboard",
     "7": "admin",
+    "8": "datasets",
 }
 # The whole benchmark stops here whatever happens (a full run takes about seven minutes).
 DEADLINE = 20 * 60.0
@@ -52,7 +54,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         nargs="+",
         default=[],
         metavar="FIGURE",
-        help=f"figures to run: {', '.join(FIGURES)} (or 1-7); default all",
+        help=f"figures to run: {', '.join(FIGURES)} (or 1-8); default all",
     )
     parser.add_argument("--clients", type=int, default=100, help="concurrent clients in fig 1")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")

@@ -25,7 +25,7 @@ from django.db import transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from bench import dashdata, seeding  # noqa: E402
+from bench import dashdata, datasetdata, seeding  # noqa: E402
 from sessions_app.models import (  # noqa: E402
     Agent,
     CallKind,
@@ -333,6 +333,11 @@ def main() -> None:
     p.add_argument("--days", type=int, required=True)
     p.add_argument("--slice", type=int, default=0)
     commands.add_parser("count-dashboard")
+    p = commands.add_parser("seed-datasets")
+    p.add_argument("--items", type=int, required=True)
+    p = commands.add_parser("export-dataset")
+    p.add_argument("--name", required=True)
+    p.add_argument("--format", required=True)
     args = parser.parse_args()
     handler = {
         "fixtures": fixtures,
@@ -342,6 +347,8 @@ def main() -> None:
         "count-pages": count_pages,
         "seed-dashboard": dashdata.seed,
         "count-dashboard": dashdata.count,
+        "seed-datasets": datasetdata.seed,
+        "export-dataset": datasetdata.measure,
     }
     print(json.dumps(handler[args.command](args)), flush=True)
 
