@@ -1,0 +1,227 @@
+"""A dataset's items in the admin: reviewed in bulk from the list, read and corrected one by one
+on a page that shows the conversation as the transcript does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
+from django.db.models import Exists, OuterRef, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
+
+from datasets_app.admin import collect, counts
+from datasets_app.admin.excerpts import excerpt, with_excerpt
+from datasets_app.models import DatasetItem, ItemSource, ItemStatus, Split
+from datasets_app.services import snapshot
+from sessions_app.admin import display, transcript
+from sessions_app.admin.base import ListAdmin
+from sessions_app.models import Run, Session
+from sessions_app.services.markdown import highlight_css
+
+DATASET_PARAMETER = "dataset__dataset_id__exact"
+
+
+class CorrectedFilter(admin.SimpleListFilter):
+    title = "corrected"
+    parameter_name = "corrected"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return queryset.exclude(corrected_answer="")
+        if self.value() == "no":
+            return queryset.filter(corrected_answer="")
+        return queryset
+
+
+def _turn(message: dict[str, Any]) -> transcript.Turn:
+    return transcript.turn(
+        message.get("role", ""),
+        message.get("content"),
+        message.get("tool_calls"),
+        message.get("tool_call_id", ""),
+    )
+
+
+def _review(
+    modeladmin: Any, request: HttpRequest, queryset: QuerySet, done: str, **change: str
+) -> None:
+    changed = queryset.order_by().update(reviewed_at=timezone.now(), **change)
+    noun = f"item{'s' * (changed != 1)}"
+    modeladmin.message_user(request, f"{changed} {noun} {done}.", messages.SUCCESS)
+
+
+@admin.action(description="Accept the selected items", permissions=["change"])
+def accept(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> None:
+    _review(modeladmin, request, queryset, "accepted", status=ItemStatus.ACCEPTED)
+
+
+@admin.action(description="Reject the selected items", permissions=["change"])
+def reject(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> None:
+    _review(modeladmin, request, queryset, "rejected", status=ItemStatus.REJECTED)
+
+
+def _move_to(split: str) -> Any:
+    @admin.action(description=f"Move the selected items to {split}", permissions=["change"])
+    def move(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> None:
+        _review(modeladmin, request, queryset, f"moved to {split}", split=split)
+
+    move.__name__ = f"move_to_{split}"
+    return move
+
+
+class ItemForm(forms.ModelForm):
+    """A review: the status, the split and a better final answer; the snapshot stays as it
+    was taken."""
+
+    class Meta:
+        model = DatasetItem
+        fields = ["status", "split", "corrected_answer"]
+        widgets = {"corrected_answer": forms.Textarea(attrs={"rows": 8, "cols": 80})}
+
+
+@admin.register(DatasetItem)
+class DatasetItemAdmin(ListAdmin):
+    form = ItemForm
+    list_display = [
+        "first_words", "source_link", "status_badge", "split", "rated", "corrected", "model",
+        "owner_name", "created_at",
+    ]  # fmt: skip
+    list_display_links = ["first_words"]
+    list_filter = ["dataset", "status", "split", "source", CorrectedFilter]
+    list_select_related = ["owner"]
+    ordering = ["-created_at", "-item_id"]
+    actions = [accept, reject, *(_move_to(split) for split in Split.values)]
+    fieldsets = [
+        (None, {"fields": ["dataset_link", "source_link", "owner_link", "agent_link", "model",
+                           "rated", "added_by_name", "created_at", "reviewed_at"]}),
+        ("Review", {"fields": ["status", "split", "corrected_answer"]}),
+    ]  # fmt: skip
+    readonly_fields = [
+        "dataset_link", "source_link", "owner_link", "agent_link", "model", "rated",
+        "added_by_name", "created_at", "reviewed_at",
+    ]  # fmt: skip
+    change_list_template = "admin/datasets_app/datasetitem/change_list.html"
+    change_form_template = "admin/datasets_app/datasetitem/change_form.html"
+
+    def get_urls(self) -> list[Any]:
+        own = [
+            path(
+                "collect/",
+                self.admin_site.admin_view(collect.collect_view),
+                name="datasets_app_datasetitem_collect",
+            )
+        ]
+        return own + super().get_urls()
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DatasetItem]:
+        session_kept = Exists(Session.objects.filter(pk=OuterRef("source_session_id")))
+        items = super().get_queryset(request).annotate(session_kept=session_kept)
+        return with_excerpt(items)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # items come from runs and sessions, added from their pages and lists
+
+    @admin.display(description=mark_safe('<input type="checkbox" id="action-toggle">'))
+    def action_checkbox(self, obj: DatasetItem) -> SafeString:
+        # The item's own name would read its whole conversation; its excerpt is annotated.
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            str(obj.pk),
+            format_html(_("Select this object for an action - {}"), excerpt(obj, 60)),
+        )
+
+    @admin.display(description="conversation")
+    def first_words(self, obj: DatasetItem) -> str:
+        return excerpt(obj, 60)
+
+    @admin.display(description="source", ordering="source")
+    def source_link(self, obj: DatasetItem) -> SafeString | str:
+        if obj.source in (ItemSource.RUN, ItemSource.PAIR) and obj.run_id is not None:
+            return display.link(display.change_url(Run, obj.run_id), obj.source)
+        if obj.source == ItemSource.SESSION and obj.session_kept:
+            return display.link(display.change_url(Session, obj.source_session_id), obj.source)
+        return format_html('{} <span class="quiet">(deleted)</span>', obj.source)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: DatasetItem) -> SafeString:
+        return display.status(obj.status)
+
+    @admin.display(description="rating", ordering="rating")
+    def rated(self, obj: DatasetItem) -> str:
+        return display.rating(obj.rating)
+
+    @admin.display(description="corrected", boolean=True)
+    def corrected(self, obj: DatasetItem) -> bool:
+        return bool(obj.corrected_answer)
+
+    @admin.display(description="owner", ordering="owner__username")
+    def owner_name(self, obj: DatasetItem) -> str:
+        return obj.owner.get_username() if obj.owner else display.EMPTY
+
+    @admin.display(description="owner")
+    def owner_link(self, obj: DatasetItem) -> SafeString | str:
+        if obj.owner is None:
+            return display.EMPTY
+        opted_out = "" if obj.owner.allow_training else " (left out of exports: no consent)"
+        return format_html("{}{}", display.admin_link(obj.owner, obj.owner.get_username()),
+                           opted_out)  # fmt: skip
+
+    @admin.display(description="dataset")
+    def dataset_link(self, obj: DatasetItem) -> SafeString | str:
+        return display.admin_link(obj.dataset, obj.dataset.name)
+
+    @admin.display(description="agent")
+    def agent_link(self, obj: DatasetItem) -> SafeString | str:
+        return display.admin_link(obj.agent, obj.agent.name if obj.agent else None)
+
+    @admin.display(description="added by")
+    def added_by_name(self, obj: DatasetItem) -> str:
+        return obj.added_by.get_username() if obj.added_by else "a rule"
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        chosen = request.GET.get(DATASET_PARAMETER, "")
+        try:
+            table = counts.table(chosen or None)
+        except (ValueError, ValidationError):  # not an id: the list itself says so
+            table = None
+        return super().changelist_view(request, {**(extra_context or {}), "counts": table})
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        item = context.get("original")
+        if item is not None:
+            # The answer under review is shown on its own, below what led to it.
+            before = item.messages[:-1] if item.original_answer else item.messages
+            context["conversation"] = [_turn(m) for m in before]
+            context["original_answer_turns"] = [transcript.turn("assistant", item.original_answer)]
+            if item.source == ItemSource.PAIR:
+                context["rejected"] = True
+                context["rejected_turns"] = [transcript.turn("assistant", item.rejected_answer)]
+            context["highlight_css"] = highlight_css()
+        return super().render_change_form(request, context, *args, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: DatasetItem, form: Any, change: bool) -> None:
+        decided = {"_accept": ItemStatus.ACCEPTED, "_reject": ItemStatus.REJECTED}
+        for button, status in decided.items():
+            if button in request.POST:
+                obj.status = status
+        if form.changed_data or any(b in request.POST for b in decided):
+            obj.reviewed_at = timezone.now()
+        if "corrected_answer" in form.changed_data:
+            obj.content_hash = snapshot.content_hash(
+                obj.messages, obj.corrected_answer, obj.rejected_answer
+            )
+        super().save_model(request, obj, form, change)
