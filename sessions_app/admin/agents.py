@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -10,6 +12,8 @@ from django.utils.safestring import SafeString
 from sessions_app.admin import display
 from sessions_app.admin.base import total_per_row
 from sessions_app.models import Agent, ApiToken, Session
+
+FEWSHOT_FIELDS = ["fewshot_dataset", "fewshot_count", "fewshot_order"]
 
 
 @admin.register(Agent)
@@ -20,6 +24,15 @@ class AgentAdmin(admin.ModelAdmin):
     ]  # fmt: skip
     list_filter = ["model", "is_default", "enable_session_summaries"]
     search_fields = ["name", "model", "instructions"]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> list[Any]:
+        rest = [name for name in self.get_fields(request, obj) if name not in FEWSHOT_FIELDS]
+        fewshot = {
+            "fields": FEWSHOT_FIELDS,
+            "description": "Accepted items of a dataset, sent as example turns before the "
+            "history of every run.",
+        }
+        return [(None, {"fields": rest}), ("Few-shot examples", fewshot)]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         count = total_per_row(Session.objects.all(), "agent", "COUNT")

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from datasets_app.admin import collect, panel
 from sessions_app.admin import actions, display, transcript
 from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.admin.filters import HasErrorsFilter, HasFeedbackFilter, OwnerFilter
@@ -41,7 +42,7 @@ class SessionForm(forms.ModelForm):
 
 
 @admin.register(Session)
-class SessionAdmin(ListAdmin):
+class SessionAdmin(collect.CollectPermission, ListAdmin):
     form = SessionForm
     list_display = [
         "title", "owner", "agent_name", "runs", "tokens", "cost", "errors", "updated_at",
@@ -51,7 +52,7 @@ class SessionAdmin(ListAdmin):
     date_hierarchy = "created_at"
     ordering = ["-updated_at"]
     list_select_related = ["user", "agent"]
-    actions = [actions.export_sessions_json]
+    actions = [actions.export_sessions_json, collect.add_sessions_to_dataset]
     fieldsets = [
         (None, {"fields": ["owner_link", "agent_link", "created_at", "updated_at", "totals"]}),
         ("Editable", {"fields": ["session_name", "session_state", "metadata"]}),
@@ -163,5 +164,6 @@ class SessionAdmin(ListAdmin):
             context["transcript"] = transcript.session_transcript(
                 session, request.GET.get("transcript", 1)
             )
+            context.update(panel.session_context(request, context["transcript"]["entries"]))
             context["highlight_css"] = highlight_css()
         return super().render_change_form(request, context, *args, **kwargs)
