@@ -1,0 +1,74 @@
+"""Datasets in a real browser: staff pick runs on the run list, add them to a dataset, accept
+one on its page and download the dataset as openai-chat lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from datasets_app.models import Dataset, DatasetItem
+from sessions_app.models import Agent, Session, User
+from tests.apiclient import stored_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def root(django_user_model) -> User:
+    return django_user_model.objects.create_superuser("root", password="root-pass-123")
+
+
+def test_staff_collect_runs_accept_one_and_download_it(
+    page: Page, login: Callable[[Page, str, str], None], root: User, alice: User
+):
+    agent = Agent.objects.create(name="Baker", model="scripted")
+    session = Session.objects.create(user=alice, agent=agent, session_name="Baking")
+    stored_run(session, "How do I bake bread?", "Knead it **well**.")
+    stored_run(session, "And rye bread?", "Use a sourdough starter.")
+    stored_run(session, "Unrelated question", "Not this one.")
+    good = Dataset.objects.create(name="good-answers")
+    Dataset.objects.create(name="another")
+
+    login(page, "root", "root-pass-123")
+    page.goto("/admin/sessions_app/run/")
+    for question in ("How do I bake bread?", "And rye bread?"):
+        page.locator("#result_list tr", has_text=question).locator("input.action-select").check()
+    page.locator("select[name=action]").select_option("add_runs_to_dataset")
+    page.locator("button[name=index]").click()
+
+    expect(page.get_by_text("Add the 2 selected runs to a dataset")).to_be_visible()
+    page.get_by_label("Dataset").select_option(label="good-answers")
+    page.get_by_role("button", name="Add to dataset").click()
+    expect(page.locator(".messagelist .success")).to_have_text(
+        "2 runs added to the dataset “good-answers”."
+    )
+
+    page.goto("/admin/datasets_app/dataset/")
+    page.get_by_role("link", name="good-answers").click()
+    counts = page.get_by_test_id("item-counts")
+    counts.locator("tr[data-status=pending] td").last.get_by_role("link").click()
+    page.get_by_role("link", name="How do I bake bread?").click()
+    expect(page.get_by_test_id("original-answer").locator("strong")).to_have_text("well")
+    page.get_by_test_id("item-accept").click()
+    expect(page.locator(".messagelist .success")).to_be_visible()
+
+    page.goto(f"/admin/datasets_app/dataset/{good.pk}/change/")
+    expect(
+        page.get_by_test_id("item-counts").locator("tr[data-status=accepted] td").last
+    ).to_have_text("1")
+    export = page.get_by_test_id("export-form")
+    export.get_by_label("Format").select_option("openai-chat")
+    with page.expect_download() as downloading:
+        export.get_by_role("button", name="Download", exact=True).click()
+    download = downloading.value
+    lines = Path(download.path()).read_text().splitlines()
+    assert download.suggested_filename.startswith("good-answers")
+    exported = [json.loads(line) for line in lines]
+    assert len(exported) == 1
+    said = [(m["role"], m["content"]) for m in exported[0]["messages"]]
+    assert said[-2:] == [("user", "How do I bake bread?"), ("assistant", "Knead it **well**.")]
+    assert DatasetItem.objects.filter(dataset=good, status="accepted").count() == 1
