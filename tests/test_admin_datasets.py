@@ -475,3 +475,24 @@ def test_a_transcript_with_examples_costs_the_same_queries_for_three_runs_or_thi
         run = stored_run(talk, f"more {i}", f"answer {i}")
         Run.objects.filter(pk=run.pk).update(fewshot_items=[str(example.pk)])
     assert _queries(root, path) == few
+
+
+def test_a_dataset_is_created_by_staff_with_splits_that_fit(root, superuser):
+    form = {"name": "fine-tune", "description": "", "validation_percent": "60",
+            "test_percent": "50", "rules-TOTAL_FORMS": "0", "rules-INITIAL_FORMS": "0"}  # fmt: skip
+    refused = root.post(f"{DATASETS}add/", form)
+    assert refused.status_code == 200 and not Dataset.objects.exists()
+    page = refused.content.decode()
+    assert "Validation and test together take 110 % of the items; at most 100 %." in page
+    assert "dataset_splits_fit" not in page
+    assert root.post(f"{DATASETS}add/", {**form, "test_percent": "10"}).status_code == 302
+    assert Dataset.objects.get().created_by == superuser
+
+
+def test_deleting_a_dataset_counts_what_goes_with_it(root, talk, good):
+    add_items(good, talk)
+    path = f"{DATASETS}{good.pk}/delete/"
+    confirm = root.get(path).content.decode()
+    assert "good: 2 items, 0 rules" in confirm
+    assert root.post(path, {"post": "yes"}).status_code == 302
+    assert not Dataset.objects.exists() and not DatasetItem.objects.exists()

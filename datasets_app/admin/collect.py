@@ -139,13 +139,14 @@ def _collect_action(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -
         modeladmin.message_user(request, tally.message(), tally.level)
         return None  # back to the list, its filters kept
     opts = modeladmin.model._meta
+    count = queryset.count()
     context = {
         **modeladmin.admin_site.each_context(request),
         "title": "Add to a dataset",
         "opts": opts,
         "form": form,
-        "count": queryset.count(),
-        "noun": opts.verbose_name if queryset.count() == 1 else opts.verbose_name_plural,
+        "count": count,
+        "noun": opts.verbose_name if count == 1 else opts.verbose_name_plural,
         "action": request.POST.get("action", ""),
         "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
         "select_across": request.POST.get("select_across", "0"),

@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -28,6 +29,23 @@ class ExportForm(forms.Form):
     redact = forms.BooleanField(
         required=False, label="Redact e-mail addresses, phone numbers and keys"
     )
+
+
+class DatasetForm(forms.ModelForm):
+    class Meta:
+        model = Dataset
+        fields = ["name", "description", "validation_percent", "test_percent"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        shares = (data.get("validation_percent") or 0) + (data.get("test_percent") or 0)
+        if shares > 100:
+            # On the field, so the database's own check is not reported a second time.
+            self.add_error(
+                "test_percent",
+                f"Validation and test together take {shares} % of the items; at most 100 %.",
+            )
+        return data
 
 
 class RuleInline(admin.TabularInline):
@@ -58,6 +76,7 @@ COLUMNS += [(s.value, {"split": s.value}) for s in Split]
 
 @admin.register(Dataset)
 class DatasetAdmin(admin.ModelAdmin):
+    form = DatasetForm
     list_display = ["name", *(name for name, _ in COLUMNS), "rules", "created_at"]
     search_fields = ["name", "description"]
     fields = [
@@ -90,6 +109,35 @@ class DatasetAdmin(admin.ModelAdmin):
     @admin.display(description="rules", ordering="rule_count")
     def rules(self, obj: Dataset) -> str:
         return display.tokens(obj.rule_count or 0)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        """What deleting datasets takes with it, counted: Django's own page would list every
+        item, reading each one's conversation."""
+        datasets = list(objs)
+        per_dataset = {
+            model: dict(
+                model.objects.filter(dataset__in=datasets)
+                .order_by()
+                .values_list("dataset")
+                .annotate(n=Count("pk"))
+            )
+            for model in (DatasetItem, DatasetRule)
+        }
+        missing = {
+            model._meta.verbose_name
+            for model, counted in per_dataset.items()
+            if counted
+            and not request.user.has_perm(f"datasets_app.delete_{model._meta.model_name}")
+        }
+        if not self.has_delete_permission(request):
+            missing.add(Dataset._meta.verbose_name)
+        items, rules = per_dataset[DatasetItem], per_dataset[DatasetRule]
+        shown = [
+            f"{d.name}: {items.get(d.pk, 0)} items, {rules.get(d.pk, 0)} rules" for d in datasets
+        ]
+        totals = {"datasets": len(datasets), "dataset items": sum(items.values())}
+        totals["dataset rules"] = sum(rules.values())
+        return shown, totals, missing, []
 
     def save_model(self, request: HttpRequest, obj: Dataset, form: Any, change: bool) -> None:
         if not change:
