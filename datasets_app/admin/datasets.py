@@ -27,7 +27,8 @@ class ExportForm(forms.Form):
         choices=[("", "all splits"), *((s, s) for s in Split.values)], required=False
     )
     redact = forms.BooleanField(
-        required=False, label="Redact e-mail addresses, phone numbers and keys"
+        required=False,
+        label="Redact personal data and secrets (e-mail addresses, phone numbers, keys)",
     )
 
 
