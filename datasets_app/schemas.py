@@ -138,8 +138,7 @@ class ItemList(Schema):
     meta: PageMeta
 
 
-# Checked against export.FORMATS by the endpoint, for a 422 that names the valid ones; listed
-# in the published schema all the same.
+# Checked by the export itself, whose 422 names the valid ones; listed in the published schema.
 FORMAT_ENUM = {"enum": list(export.FORMATS)}
 
 
@@ -149,8 +148,5 @@ class ExportQuery(Schema):
     redact: bool = Field(False, description="Mask e-mail addresses, phone numbers and the like.")
 
 
-class CardQuery(Schema):
-    format: Text | None = Field(
-        None, description="The export format the card describes.", json_schema_extra=FORMAT_ENUM
-    )
-    split: SplitName | None = None
+class CardQuery(ExportQuery):
+    """The card of the export these parameters would make."""

@@ -339,5 +339,5 @@ def test_runs_of_users_who_opted_out_are_collected_but_not_exported(
 
     response = api_client(staff).get(f"/api/datasets/{dataset.pk}/export?format=openai-chat")
     assert response.status_code == 200
-    lines = b"".join(response.streaming_content).decode().splitlines()
+    lines = b"".join(response).decode().splitlines()
     assert [json.loads(line)["messages"][-1]["content"] for line in lines] == ["alice's answer"]
