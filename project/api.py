@@ -10,6 +10,8 @@ from ninja import NinjaAPI
 from ninja.openapi.schema import OpenAPISchema
 from ninja.parser import Parser
 
+from datasets_app.api import datasets_router
+from datasets_app.api import install_error_handlers as install_dataset_errors
 from sessions_app import sse
 from sessions_app.api import agents_router, metrics_router, runs_router, sessions_router
 from sessions_app.api_auth import AUTH
@@ -67,12 +69,14 @@ api = ParleyAPI(
     urls_namespace="api",
     auth=AUTH,
     parser=OneValueParser(),
-    description="Sessions, runs (with SSE streaming), agents and metrics. Authenticate with "
-    "`Authorization: Bearer <token>` (create one on the API tokens page or with "
+    description="Sessions, runs (with SSE streaming), agents, metrics and (staff) datasets. "
+    "Authenticate with `Authorization: Bearer <token>` (create one on the API tokens page or with "
     "`manage.py create_api_token`) or the browser session plus its CSRF token.",
 )
 install_error_handlers(api)
+install_dataset_errors(api)
 api.add_router("/agents", agents_router)
 api.add_router("/sessions", sessions_router)
 api.add_router("/runs", runs_router)
 api.add_router("/metrics", metrics_router)
+api.add_router("/datasets", datasets_router)

@@ -111,6 +111,11 @@ class AgentOut(Schema):
     add_session_state_to_context: bool
     enable_agentic_state: bool
     add_past_sessions_to_context: bool
+    fewshot_dataset_id: uuid.UUID | None = Field(
+        description="Accepted items of this dataset are sent as example turns before the history."
+    )
+    fewshot_count: int = Field(description="How many examples (0 sends none).")
+    fewshot_order: Literal["newest", "best"]
     created_at: datetime
     updated_at: datetime
 
@@ -121,6 +126,8 @@ ModelName = Annotated[str, StringConstraints(strict=True, max_length=200, patter
 HistoryRuns = Annotated[int, Field(ge=0, le=1000), BeforeValidator(json_integer)]
 HistoryMessages = Annotated[int, Field(ge=0, le=100_000), BeforeValidator(json_integer)]
 HistorySessions = Annotated[int, Field(ge=0, le=100), BeforeValidator(json_integer)]
+FewShotCount = Annotated[int, Field(ge=0, le=20), BeforeValidator(json_integer)]
+FewShotOrder = Literal["newest", "best"]
 
 
 class AgentIn(Body):
@@ -137,11 +144,15 @@ class AgentIn(Body):
     add_session_state_to_context: StrictBool = False
     enable_agentic_state: StrictBool = False
     add_past_sessions_to_context: StrictBool = False
+    fewshot_dataset_id: Id | None = Field(None, description="A dataset's id, or null for none.")
+    fewshot_count: FewShotCount = 3
+    fewshot_order: FewShotOrder = Field("newest", description="newest, or best rated first.")
 
 
 class AgentPatch(Body):
     """Only the fields sent change. A None default means "not sent"; null itself is refused,
-    except for num_history_messages, where null means "use num_history_runs"."""
+    except for num_history_messages, where null means "use num_history_runs", and
+    fewshot_dataset_id, where it means no examples."""
 
     name: Annotated[AgentName, Field(pattern=VISIBLE)] = None
     model: ModelName = None
@@ -156,6 +167,9 @@ class AgentPatch(Body):
     add_session_state_to_context: StrictBool = None
     enable_agentic_state: StrictBool = None
     add_past_sessions_to_context: StrictBool = None
+    fewshot_dataset_id: Id | None = None
+    fewshot_count: FewShotCount = None
+    fewshot_order: FewShotOrder = None
 
 
 class AgentListQuery(ListQuery):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app import views
+from sessions_app import account_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -12,5 +12,6 @@ urlpatterns = [
     path("s/<uuid:session_id>/settings", views.session_settings, name="session_settings"),
     path("s/<uuid:session_id>/state", views.session_state, name="session_state"),
     path("sessions/", views.session_list, name="session_list"),
+    path("settings/", account_views.account_settings, name="account_settings"),
     path("runs/<uuid:run_id>/feedback", views.run_feedback, name="run_feedback"),
 ]

@@ -28,6 +28,9 @@ AGENT_FIELDS = {
     "add_session_state_to_context",
     "enable_agentic_state",
     "add_past_sessions_to_context",
+    "fewshot_dataset_id",
+    "fewshot_count",
+    "fewshot_order",
     "created_at",
     "updated_at",
 }

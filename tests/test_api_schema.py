@@ -16,6 +16,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.python import asgi as schemathesis_asgi
 
+from datasets_app.models import Dataset
+from datasets_app.services.collect import add_run
 from project.asgi import application
 from sessions_app.models import Agent, RunStatus, Session
 from tests.apiclient import bearer, default_agent, stored_run
@@ -42,6 +44,21 @@ class RealIds:
 
     def agent_id(self) -> str:
         return str(self.agent.agent_id)
+
+    def dataset_id(self) -> str:
+        self.dataset = self._dataset()
+        return str(self.dataset.dataset_id)
+
+    @staticmethod
+    def _dataset() -> Dataset:
+        return Dataset.objects.create(name=f"real-{uuid.uuid4().hex[:12]}")
+
+    def item_id(self) -> str:
+        # An item of the dataset substituted just before, when there was one.
+        dataset = getattr(self, "dataset", None) or self._dataset()
+        session = Session.objects.create(user=self.user, agent=self.agent)
+        item = add_run(dataset, stored_run(session, "question", "answer"))[0]
+        return str(item.item_id)
 
     def substitute(self, case: Any) -> None:
         for name, value in (case.path_parameters or {}).items():
@@ -115,6 +132,10 @@ def test_the_document_and_its_docs_page_are_public_and_cover_the_contract(client
         "/api/runs/{run_id}/cancel",
         "/api/runs/{run_id}/feedback",
         "/api/metrics",
+        "/api/datasets",
+        "/api/datasets/{dataset_id}",
+        "/api/datasets/{dataset_id}/items",
+        "/api/datasets/{dataset_id}/export",
     }
     assert set(document["components"]["securitySchemes"]) == {"BearerToken", "SessionCookie"}
     stream = document["paths"]["/api/runs"]["post"]["responses"]["200"]["content"]

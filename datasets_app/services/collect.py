@@ -91,7 +91,7 @@ def add_pair(
         other_run_id=rejected.pk,
     ):
         raise AlreadyInDataset("This preference pair is already in the dataset.")
-    shot = snapshot.of_run(chosen)
+    shot = snapshot.of_pair(chosen, pairs.first_asked(chosen))
     fields = _provenance(chosen) | {
         "source": ItemSource.PAIR,
         "run": chosen,

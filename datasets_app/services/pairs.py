@@ -13,10 +13,7 @@ def regeneration_pair(run: Run) -> tuple[Run, Run] | None:
     rating = effective_rating(run)
     if rating not in (1, -1):
         return None
-    same_input = list(
-        Run.objects.filter(session_id=run.session_id, input=run.input).order_by("position")
-    )
-    block = _contiguous(same_input, run.position)
+    block = _regenerations(run)
     opposite = [
         other
         for other in block
@@ -28,6 +25,19 @@ def regeneration_pair(run: Run) -> tuple[Run, Run] | None:
         return None
     other = min(opposite, key=lambda r: abs(r.position - run.position))
     return (run, other) if rating == 1 else (other, run)
+
+
+def first_asked(run: Run) -> Run:
+    """The first of the unbroken series of runs asking what `run` asked (`run` itself when it
+    was not regenerated)."""
+    return _regenerations(run)[0]
+
+
+def _regenerations(run: Run) -> list[Run]:
+    same_input = list(
+        Run.objects.filter(session_id=run.session_id, input=run.input).order_by("position")
+    )
+    return _contiguous(same_input, run.position)
 
 
 def _contiguous(runs: list[Run], position: int) -> list[Run]:

@@ -38,17 +38,32 @@ def effective_rating(run: Run) -> int | None:
 
 def of_run(run: Run) -> Snapshot:
     """The context the run was answered in (system, history), its turn and its answer."""
+    return _answered(run, context_of=run)
+
+
+def of_pair(chosen: Run, asked_first: Run) -> Snapshot:
+    """A regeneration pair's chosen answer in the context the question was first asked in: a
+    regenerated run also saw the earlier attempts in its history, which would give the rejected
+    answer away."""
+    return _answered(chosen, context_of=asked_first)
+
+
+def _answered(run: Run, *, context_of: Run) -> Snapshot:
     _require_completed(run)
     own = _own_messages(run)
-    sent = _first_sent(run)
-    if sent is not None:
-        before = [clean(m) for m in sent if m.get("name") not in EXAMPLE_NAMES]
-        if before and before[-1]["role"] == Role.USER:
-            before.pop()  # the run's own user message, also in `own`
-    else:
-        before = _rebuilt_context(run)
-    messages = before + own
+    messages = _context(context_of) + own
     return Snapshot(messages, _tools_used(messages), run.model, effective_rating(run))
+
+
+def _context(run: Run) -> list[dict[str, Any]]:
+    """What the run was sent before its own user message."""
+    sent = _first_sent(run)
+    if sent is None:
+        return _rebuilt_context(run)
+    before = [clean(m) for m in sent if m.get("name") not in EXAMPLE_NAMES]
+    if before and before[-1]["role"] == Role.USER:
+        before.pop()  # the run's own user message, also in its stored messages
+    return before
 
 
 def of_session(session: Session) -> Snapshot:

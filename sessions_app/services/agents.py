@@ -9,8 +9,9 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
 
+from datasets_app.models import Dataset
 from sessions_app.models import Agent, User
-from sessions_app.services.access import get_agent_for_user
+from sessions_app.services.access import NotFound, get_agent_for_user
 
 EDITABLE_FIELDS = frozenset(
     {
@@ -27,6 +28,9 @@ EDITABLE_FIELDS = frozenset(
         "add_session_state_to_context",
         "enable_agentic_state",
         "add_past_sessions_to_context",
+        "fewshot_dataset_id",
+        "fewshot_count",
+        "fewshot_order",
     }
 )
 
@@ -44,6 +48,10 @@ def _check_fields(values: dict[str, Any]) -> None:
         raise ValueError("session_state must be a JSON object.")
     if "name" in values and not str(values["name"]).strip():
         raise ValueError("name must not be blank.")
+    dataset_id = values.get("fewshot_dataset_id")
+    if dataset_id is not None and not Dataset.objects.filter(pk=dataset_id).exists():
+        # Like an unknown agent_id when creating a session: a missing object is a 404.
+        raise NotFound
 
 
 def list_agents() -> QuerySet[Agent]:

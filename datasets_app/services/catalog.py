@@ -1,0 +1,165 @@
+"""Datasets as staff manage them: the access gate, creating one, counting its items, and the
+reviewer's changes to an item."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.db.models import Count, QuerySet
+from django.utils import timezone
+
+from datasets_app.models import Dataset, DatasetItem, ItemStatus, Split
+from datasets_app.services import collect, snapshot
+from sessions_app.models import User
+from sessions_app.services.access import NotFound, get_run_for_user, get_session_for_user
+
+COUNT_KEYS = (*ItemStatus.values, *Split.values, "total")
+ITEM_CHANGES = frozenset({"status", "split", "corrected_answer"})
+
+
+class NameTaken(ValueError):
+    """Another dataset has this name already."""
+
+
+def require_staff(user: User) -> None:
+    if not user.is_staff:
+        raise PermissionDenied("Only staff can manage datasets.")
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise NotFound from exc
+
+
+def datasets_for_user(user: User) -> QuerySet[Dataset]:
+    require_staff(user)
+    return Dataset.objects.all()
+
+
+def get_dataset_for_user(user: User, dataset_id: Any) -> Dataset:
+    """The one gate to a dataset: staff only (403 for anyone else), NotFound when missing."""
+    try:
+        return datasets_for_user(user).get(pk=_uuid(dataset_id))
+    except Dataset.DoesNotExist as exc:
+        raise NotFound from exc
+
+
+def get_item_for_user(user: User, dataset_id: Any, item_id: Any) -> DatasetItem:
+    dataset = get_dataset_for_user(user, dataset_id)
+    try:
+        return DatasetItem.objects.select_related("dataset").get(dataset=dataset, pk=_uuid(item_id))
+    except DatasetItem.DoesNotExist as exc:
+        raise NotFound from exc
+
+
+def create_dataset(
+    user: User,
+    *,
+    name: str,
+    description: str = "",
+    validation_percent: int = 10,
+    test_percent: int = 10,
+) -> Dataset:
+    require_staff(user)
+    if validation_percent + test_percent > 100:
+        raise ValueError("validation_percent and test_percent together must not exceed 100.")
+    dataset = Dataset(
+        name=name,
+        description=description.strip(),
+        validation_percent=validation_percent,
+        test_percent=test_percent,
+        created_by=user,
+    )
+    if Dataset.objects.filter(name=name).exists():
+        raise NameTaken(f"A dataset named “{name}” already exists.")
+    try:
+        with transaction.atomic():
+            dataset.save(force_insert=True)
+    except IntegrityError as exc:  # the same name, created a moment ago
+        raise NameTaken(f"A dataset named “{name}” already exists.") from exc
+    with_counts([dataset])
+    return dataset
+
+
+def with_counts(datasets: Iterable[Dataset]) -> None:
+    """Set `counts` on each dataset: items by status, by split, and in all, in one query."""
+    by_pk = {d.pk: d for d in datasets}
+    for dataset in by_pk.values():
+        dataset.counts = dict.fromkeys(COUNT_KEYS, 0)  # type: ignore[attr-defined]
+    rows = (
+        DatasetItem.objects.filter(dataset__in=list(by_pk))
+        .values("dataset_id", "status", "split")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for row in rows:
+        counts = by_pk[row["dataset_id"]].counts  # type: ignore[attr-defined]
+        counts[row["status"]] += row["n"]
+        counts[row["split"]] += row["n"]
+        counts["total"] += row["n"]
+
+
+def update_item(user: User, dataset_id: Any, item_id: Any, **changes: Any) -> DatasetItem:
+    """A reviewer's verdict: status, split or a corrected final answer; only what is given."""
+    unknown = set(changes) - ITEM_CHANGES
+    if unknown:
+        raise ValueError(f"Cannot set {', '.join(sorted(unknown))}.")
+    with transaction.atomic():
+        item = get_item_for_user(user, dataset_id, item_id)
+        item = DatasetItem.objects.select_for_update().get(pk=item.pk)
+        fields = set(changes)
+        if "corrected_answer" in changes:
+            changes["corrected_answer"] = changes["corrected_answer"].strip()
+            if changes["corrected_answer"] and not item.original_answer:
+                raise ValueError("This item has no final answer to correct.")
+        if "status" in changes and changes["status"] != item.status:
+            item.reviewed_at = timezone.now() if changes["status"] != ItemStatus.PENDING else None
+            fields.add("reviewed_at")
+        for name, value in changes.items():
+            setattr(item, name, value)
+        item.content_hash = snapshot.content_hash(
+            item.messages, item.corrected_answer, item.rejected_answer
+        )
+        item.save(update_fields=[*fields, "content_hash"])
+    return item
+
+
+def items_for_user(
+    user: User,
+    dataset_id: Any,
+    *,
+    status: str | None = None,
+    split: str | None = None,
+    source: str | None = None,
+) -> QuerySet[DatasetItem]:
+    dataset = get_dataset_for_user(user, dataset_id)
+    wanted = {"status": status, "split": split, "source": source}
+    return DatasetItem.objects.filter(
+        dataset=dataset, **{k: v for k, v in wanted.items() if v is not None}
+    )
+
+
+def add_items(
+    user: User,
+    dataset_id: Any,
+    *,
+    run_id: Any = None,
+    session_id: Any = None,
+    status: str = ItemStatus.PENDING,
+    split: str | None = None,
+) -> list[DatasetItem]:
+    """A run (with its preference pair, if it has one) or a whole session, as staff add them."""
+    if (run_id is None) == (session_id is None):
+        raise ValueError("Give exactly one of run_id and session_id.")
+    dataset = get_dataset_for_user(user, dataset_id)
+    if run_id is not None:
+        run = get_run_for_user(user, run_id)
+        return collect.add_run(dataset, run, by=user, status=status, split=split)
+    session = get_session_for_user(user, session_id)
+    return [collect.add_session(dataset, session, by=user, status=status, split=split)]
