@@ -50,6 +50,24 @@ async def test_the_embedded_model_answers_a_run(alice, embedded, settings):
     assert run.time_to_first_token is not None and run.tokens_per_second
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_two_users_asking_at_once_both_get_whole_answers(alice, bob, embedded, settings):
+    settings.LLM_BASE_URL = embedded.base_url
+    settings.LLM_EMBEDDED = True
+    settings.LLM_API_KEY = ""
+    await Agent.objects.aupdate_or_create(
+        is_default=True,
+        defaults={"name": "Assistant", "model": "SmolLM2-135M-Instruct", "instructions": ""},
+    )
+
+    first = await runs.start_run(alice, "Name three colours.")
+    second = await runs.start_run(bob, "Name three animals.")
+    done = [await first.wait(), await second.wait()]
+
+    assert [run.status for run in done] == [RunStatus.COMPLETED] * 2, [r.error for r in done]
+    assert all(run.content.strip() for run in done)
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():

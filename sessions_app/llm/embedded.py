@@ -103,6 +103,9 @@ class EmbeddedModel:
             "--n_ctx", "8192",
             "--n_threads", str(self.threads),
             "--verbose", "False",
+            # It answers one request at a time and by default cuts the answer it is streaming
+            # when another arrives: two users at once would break each other's answers.
+            "--interrupt_requests", "False",
         ]  # fmt: skip
 
     def start(self, timeout: float = START_TIMEOUT) -> EmbeddedModel:
