@@ -59,6 +59,13 @@ class ItemSource(models.TextChoices):
     PAIR = "pair", "preference pair"
 
 
+class ItemQuerySet(models.QuerySet["DatasetItem"]):
+    def trainable(self) -> ItemQuerySet:
+        """Items whose owner allows training use. An owner deleted since cannot say so any
+        more, so their items are left out too."""
+        return self.filter(owner__allow_training=True)
+
+
 class DatasetItem(models.Model):
     """One example: a snapshot of the conversation as it was when added. The source run and
     session may change or go away later; the snapshot does not."""
@@ -109,6 +116,8 @@ class DatasetItem(models.Model):
     source_created_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ItemQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "item_id"]

@@ -173,7 +173,7 @@ class DatasetItemAdmin(ListAdmin):
     @admin.display(description="owner")
     def owner_link(self, obj: DatasetItem) -> SafeString | str:
         if obj.owner is None:
-            return display.EMPTY
+            return "deleted (left out of exports)"
         opted_out = "" if obj.owner.allow_training else " (left out of exports: no consent)"
         return format_html("{}{}", display.admin_link(obj.owner, obj.owner.get_username()),
                            opted_out)  # fmt: skip

@@ -60,7 +60,7 @@ def card(
     exported = exported_items(dataset, split)
     every = dataset.items.all() if split is None else dataset.items.filter(split=split)
     accepted = every.filter(status=ItemStatus.ACCEPTED)
-    opted_out = accepted.filter(owner__allow_training=False).count()
+    opted_out = accepted.count() - accepted.trainable().count()
     span = exported.aggregate(first=Min("source_created_at"), last=Max("source_created_at"))
     written = format_items(dataset, fmt, split).count()
     lines = [
@@ -91,7 +91,7 @@ def card(
         f"- by status: {_tally(every, 'status', ItemStatus.values)}",
         f"- exported (accepted, owner allows training use), by split: "
         f"{_tally(exported, 'split', Split.values)}",
-        f"- accepted but left out because the owner opted out of training use: {opted_out}",
+        f"- accepted but left out (owner opted out of training use, or deleted): {opted_out}",
         f"- written by {chosen.name}: {written}",
         "",
         "## Models",

@@ -41,11 +41,8 @@ def check_split(split: str | None) -> str | None:
 
 
 def exported_items(dataset: Dataset, split: str | None = None) -> QuerySet[DatasetItem]:
-    """Accepted items whose owner allows training use (an owner deleted since counts as
-    allowing: the snapshot is the dataset's), of one split or all."""
-    items = DatasetItem.objects.filter(dataset=dataset, status=ItemStatus.ACCEPTED).exclude(
-        owner__allow_training=False
-    )
+    """Accepted items whose owner allows training use, of one split or all."""
+    items = DatasetItem.objects.trainable().filter(dataset=dataset, status=ItemStatus.ACCEPTED)
     split = check_split(split)
     return items.filter(split=split) if split else items
 

@@ -44,11 +44,11 @@ def _chosen(agent: Agent) -> list[DatasetItem]:
     if agent.fewshot_order == FewShotOrder.BEST:
         order = [F("rating").desc(nulls_last=True), *order]
     # Items of owners who opted out of training use are not shown to anyone's agent either.
-    items = DatasetItem.objects.filter(
+    items = DatasetItem.objects.trainable().filter(
         dataset_id=agent.fewshot_dataset_id,
         status=ItemStatus.ACCEPTED,
         source__in=[ItemSource.RUN, ItemSource.SESSION],
-    ).exclude(owner__allow_training=False)
+    )
     chosen = items.order_by(*order).only("item_id", "messages", "corrected_answer")
     return list(chosen[: agent.fewshot_count])
 
