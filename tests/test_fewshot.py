@@ -126,3 +126,20 @@ async def test_an_agent_without_a_dataset_sends_no_examples(alice, agent, datase
     await curate(dataset, await answered(alice, "hello"))
     run = await answered(alice, "hi")
     assert examples(upstream.requests[-1]) == [] and run.fewshot_items == []
+
+
+async def test_a_run_item_gives_its_own_question_and_answer_not_its_history(
+    alice, bob, agent, dataset, upstream
+):
+    opening = await answered(bob, "first question")
+    later = await answered(bob, "second question", session_id=opening.session_id)
+    await curate(dataset, later)
+    agent.fewshot_dataset = dataset
+    await agent.asave()
+
+    await answered(alice, "hi")
+
+    assert examples(upstream.requests[-1]) == [
+        ("user", "example_user", "second question"),
+        ("assistant", "example_assistant", "Echo: second question"),
+    ]

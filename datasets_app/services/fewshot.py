@@ -49,17 +49,22 @@ def _chosen(agent: Agent) -> list[DatasetItem]:
         status=ItemStatus.ACCEPTED,
         source__in=[ItemSource.RUN, ItemSource.SESSION],
     )
-    chosen = items.order_by(*order).only("item_id", "messages", "corrected_answer")
+    chosen = items.order_by(*order).only("item_id", "source", "messages", "corrected_answer")
     return list(chosen[: agent.fewshot_count])
 
 
 def example_turns(item: DatasetItem) -> list[dict[str, Any]]:
-    """The item's user and answer turns (no system message, no tool rounds), oldest first."""
-    turns = []
+    """The item's user and answer turns (no system message, no tool rounds), oldest first. A
+    run item gives its own question and answer only: the history it was asked in belongs to
+    someone else's conversation and was not what was reviewed."""
+    turns: list[dict[str, Any]] = []
     for message in conversation(item.messages, item.corrected_answer):
         text = message.get("content") or ""
         if message["role"] == Role.USER:
             turns.append({"role": "user", "name": "example_user", "content": text})
         elif message["role"] == Role.ASSISTANT and not message.get("tool_calls") and text:
             turns.append({"role": "assistant", "name": "example_assistant", "content": text})
+    if item.source == ItemSource.RUN:
+        last_question = max((i for i, t in enumerate(turns) if t["role"] == "user"), default=0)
+        turns = turns[last_question:]
     return turns
