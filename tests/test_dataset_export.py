@@ -27,7 +27,7 @@ from datasets_app import export
 from datasets_app.export.formats import FORMATS_BY_NAME
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemStatus
 from datasets_app.services import collect, snapshot
-from sessions_app.models import Agent, Run
+from sessions_app.models import Agent, Run, User
 from sessions_app.services import feedback, runs
 from tests.conftest import ROOT, subprocess_env
 from tests.upstream import Reply
@@ -322,8 +322,10 @@ def test_checks_report_secrets_and_duplicates_with_their_items(dataset):
 
 
 def _broken(dataset: Dataset, n: int, messages: list[dict], **more) -> None:
+    """An accepted item of alice's (who allows training use), as broken as it is given."""
     DatasetItem.objects.create(
         item_id=item_id(n), dataset=dataset, source="run", messages=messages,
+        owner=User.objects.get(username="alice"),
         status=ItemStatus.ACCEPTED, split="train", content_hash=f"broken-{n}", **more,
     )  # fmt: skip
 
@@ -401,7 +403,7 @@ def test_the_card_says_what_the_export_holds(dataset):
     text = export.card(dataset, "openai-chat", None, findings)
     assert text == golden("support.openai-chat.card.md", text)
     assert "Exported items by source: run 4, session 1, pair 1." in text
-    assert "accepted but left out because the owner opted out of training use: 1" in text
+    assert "accepted but left out (owner opted out of training use, or deleted): 1" in text
     assert "Source conversations from 2026-03-01 to 2026-03-09." in text
     assert f"| {item_id(9)} | duplicate | same conversation as item {item_id(8)} |" in text
 
