@@ -377,10 +377,43 @@ def test_redaction_replaces_secrets_in_what_is_written_and_says_so(dataset):
     assert ("redacted", "replaced 2 × API key, 2 × e-mail address", False) in found
 
 
+def test_redacted_tool_arguments_stay_json_and_keep_ids_and_numbers(dataset):
+    ref = "550e8400-e29b-41d4-a716-446655440000"
+    arguments = {"order": 1234567890, "to": "alice@example.com", "ref": ref,
+                 "note": "call +44 20 7946 0958", "at": "1712345678"}  # fmt: skip
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "ship", "arguments": arguments}},
+        {"id": "c2", "type": "function",
+         "function": {"name": "ship", "arguments": json.dumps(arguments)}},
+    ]  # fmt: skip
+    _broken(
+        dataset,
+        30,
+        [
+            {"role": "user", "content": "Ship order 1234567890."},
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "c1", "content": "sent"},
+            {"role": "tool", "tool_call_id": "c2", "content": "sent"},
+            {"role": "assistant", "content": "Shipped."},
+        ],
+    )
+    (line,) = jsonl(exported(dataset, "openai-chat", "train", redact=True))[-1:]
+    written = [json.loads(c["function"]["arguments"]) for c in line["messages"][1]["tool_calls"]]
+    expected = {**arguments, "to": "[email]", "note": "call [phone]"}
+    assert written == [expected, expected]
+    assert line["messages"][0]["content"] == "Ship order 1234567890."
+    found = [(f.check, f.detail) for f in export.check(dataset, "train")]
+    assert found == [("personal data", "2 × e-mail address, 2 × phone number "
+                      "(export with redaction to replace them)")]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("mail bob.smith+x@mail.example.org now", "mail [email] now"),
+        ("call 555-123-4567 or +15551234567", "call [phone] or [phone]"),
+        ("run 550e8400-e29b-41d4-a716-446655440000 at 1712345678, order 1234567890", None),
+        ("item 12345678-1234-5678-9abc-def012345678", None),
         ("call +44 20 7946 0958 or (555) 123-4567", "call [phone] or [phone]"),
         ("Authorization: Bearer abc.def-ghi_jkl012345", "Authorization: Bearer [token]"),
         ("AKIAIOSFODNN7EXAMPLE and ghp_abcdefghijklmnopqrstuvwxyz0123", "[api-key] and [api-key]"),
