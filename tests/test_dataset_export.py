@@ -311,7 +311,7 @@ async def test_the_response_is_a_streamed_attachment_named_after_dataset_split_a
 
 
 def test_checks_report_secrets_and_duplicates_with_their_items(dataset):
-    found = {(f.item_id, f.check): f.detail for f in export.check(dataset)}
+    found = {(f.item_id, f.check): f.detail for f in export.check(dataset, "openai-chat")}
     assert found == {
         (str(item_id(8)), "personal data"): "2 × API key, 2 × e-mail address "
         "(export with redaction to replace them)",
@@ -351,7 +351,9 @@ def test_checks_find_broken_conversations_and_never_drop_them(dataset, settings)
         ],
     )
     _broken(dataset, 23, [user, {"role": "tool", "tool_call_id": "nope", "content": "r"}, answer])
-    found = [(uuid.UUID(f.item_id).int, f.check, f.detail) for f in export.check(dataset, "train")]
+    found = [
+        (uuid.UUID(f.item_id).int, f.check, f.detail) for f in export.check(dataset, "csv", "train")
+    ]
     assert found == [
         (20, "role order", "turn 0: an assistant turn that answers no user turn or tool result"),
         (20, "role order", "turn 1: a system message after the first turn"),
@@ -373,7 +375,10 @@ def test_redaction_replaces_secrets_in_what_is_written_and_says_so(dataset):
         assert "alice@example.com" not in text and "sk-live" not in text
         assert "[email]" in text and "[api-key]" in text
     assert "alice@example.com" in exported(dataset, "openai-chat", "test")
-    found = [(f.check, f.detail, f.blocking) for f in export.check(dataset, "test", redact=True)]
+    found = [
+        (f.check, f.detail, f.blocking)
+        for f in export.check(dataset, "openai-chat", "test", redact=True)
+    ]
     assert ("redacted", "replaced 2 × API key, 2 × e-mail address", False) in found
 
 
@@ -402,7 +407,7 @@ def test_redacted_tool_arguments_stay_json_and_keep_ids_and_numbers(dataset):
     expected = {**arguments, "to": "[email]", "note": "call [phone]"}
     assert written == [expected, expected]
     assert line["messages"][0]["content"] == "Ship order 1234567890."
-    found = [(f.check, f.detail) for f in export.check(dataset, "train")]
+    found = [(f.check, f.detail) for f in export.check(dataset, "openai-chat", "train")]
     assert found == [("personal data", "2 × e-mail address, 2 × phone number "
                       "(export with redaction to replace them)")]  # fmt: skip
 
@@ -432,13 +437,46 @@ def test_redaction_patterns(text, expected):
 
 
 def test_the_card_says_what_the_export_holds(dataset):
-    findings = export.check(dataset)
+    findings = export.check(dataset, "openai-chat")
     text = export.card(dataset, "openai-chat", None, findings)
     assert text == golden("support.openai-chat.card.md", text)
     assert "Exported items by source: run 4, session 1, pair 1." in text
     assert "accepted but left out (owner opted out of training use, or deleted): 1" in text
     assert "Source conversations from 2026-03-01 to 2026-03-09." in text
     assert f"| {item_id(9)} | duplicate | same conversation as item {item_id(8)} |" in text
+
+
+def test_the_card_lists_the_first_hundred_findings_and_counts_the_rest(dataset, alice):
+    user = {"role": "user", "content": "hi"}
+    DatasetItem.objects.bulk_create(
+        DatasetItem(
+            item_id=item_id(1000 + n), dataset=dataset, source="run", messages=[user],
+            status=ItemStatus.ACCEPTED, split="train", content_hash=f"unanswered-{n}", owner=alice,
+        )
+        for n in range(110)
+    )  # fmt: skip
+    text = export.card(dataset, "csv", "train", export.check(dataset, "csv", "train"))
+    assert "110 findings:" in text
+    assert text.count("| role order | does not end with an assistant answer |") == 100
+    assert "… and 10 more: role order 10." in text
+
+
+def _without_losing_answer(dataset: Dataset) -> None:
+    """The pair (item 4) loses its losing answer: a finding only where pairs are written."""
+    DatasetItem.objects.filter(pk=item_id(4)).update(rejected_answer="")
+
+
+def test_checks_look_only_at_the_items_the_format_writes(dataset):
+    _without_losing_answer(dataset)
+    empty = (str(item_id(4)), "empty turn", "the losing answer is empty")
+    chat = [(f.item_id, f.check, f.detail) for f in export.check(dataset, "openai-chat", "train")]
+    assert chat == []
+    preference = export.check(dataset, "openai-preference", "train")
+    assert [(f.item_id, f.check, f.detail) for f in preference] == [empty]
+    card = export.card(
+        dataset, "openai-chat", "train", export.check(dataset, "openai-chat", "train")
+    )
+    assert "No findings." in card and str(item_id(4)) not in card
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -473,10 +511,25 @@ def test_strict_mode_fails_before_writing_anything(dataset, tmp_path):
     out = tmp_path / "out.jsonl"
     done = manage("--dataset", "support", "--format", "csv", "--output", str(out), "--strict")
     assert done.returncode == 1
-    assert "3 findings; nothing written (--strict)" in done.stderr
+    assert "3 findings; nothing written (--strict): duplicate 1, personal data 2." in done.stderr
     assert not out.exists() and not (tmp_path / "out.card.md").exists()
     clean = manage("--dataset", "support", "--format", "csv", "--split", "train", "--strict")
     assert clean.returncode == 0, clean.stderr
+
+
+def test_strict_mode_refuses_only_for_the_items_the_format_writes(dataset):
+    _without_losing_answer(dataset)
+    args = ["--dataset", "support", "--split", "train", "--strict"]
+    err = io.StringIO()
+    call_command(
+        "export_dataset", *args, "--format", "openai-chat", stdout=io.StringIO(), stderr=err
+    )
+    assert "2 items written; 0 findings." in err.getvalue()
+    with pytest.raises(
+        CommandError, match=re.escape("1 findings; nothing written (--strict): empty turn 1.")
+    ):
+        call_command("export_dataset", *args, "--format", "openai-preference",
+                     stdout=io.StringIO(), stderr=io.StringIO())  # fmt: skip
 
 
 def test_the_command_explains_what_it_cannot_do(dataset):

@@ -4,11 +4,12 @@ same items, so the card can be kept beside the file it describes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db.models import Count, Max, Min, QuerySet
 
-from datasets_app.export.checks import CHECKS, Finding
+from datasets_app.export.checks import CHECKS, Finding, Tally, per_check, tally
 from datasets_app.export.stream import check_split, export_format, exported_items, format_items
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemSource, ItemStatus, Split
 
@@ -37,13 +38,15 @@ def _models(items: QuerySet[DatasetItem]) -> list[str]:
     return [f"- {model or 'unknown'}: {n}" for model, n in rows] or ["- none"]
 
 
-def _findings(findings: list[Finding], redact: bool) -> list[str]:
+def _findings(found: Tally, redact: bool) -> list[str]:
     ran = ", ".join(CHECKS) + (", redaction" if redact else "")
     lines = [f"Checks run: {ran}.", ""]
-    if not findings:
+    if not found.total:
         return [*lines, "No findings."]
-    lines += [f"{len(findings)} findings:", "", "| item | check | detail |", "|---|---|---|"]
-    lines += [f"| {f.item_id} | {f.check} | {_cell(f.detail)} |" for f in findings]
+    lines += [f"{found.total} findings:", "", "| item | check | detail |", "|---|---|---|"]
+    lines += [f"| {f.item_id} | {f.check} | {_cell(f.detail)} |" for f in found.shown]
+    if rest := found.left_out():
+        lines += ["", f"… and {rest.total()} more: {per_check(rest)}."]
     return lines
 
 
@@ -51,10 +54,12 @@ def card(
     dataset: Dataset,
     fmt: str,
     split: str | None,
-    findings: list[Finding],
+    findings: Tally | Iterable[Finding],
     *,
     redact: bool = False,
 ) -> str:
+    """The card; `findings` are the export's checks, as found or already tallied."""
+    found = findings if isinstance(findings, Tally) else tally(findings)
     chosen = export_format(fmt)
     split = check_split(split)
     exported = exported_items(dataset, split)
@@ -100,6 +105,6 @@ def card(
         "",
         "## Checks",
         "",
-        *_findings(findings, redact),
+        *_findings(found, redact),
     ]
     return "\n".join(lines) + "\n"
