@@ -461,6 +461,20 @@ def test_the_card_lists_the_first_hundred_findings_and_counts_the_rest(dataset, 
     assert "… and 10 more: role order 10." in text
 
 
+def test_the_card_shows_names_and_descriptions_as_text_never_as_html(dataset, agent):
+    dataset.description = "<script>alert(1)</script> & `code`\r\n<img src=x onerror=alert(2)>"
+    dataset.save()
+    agent.name = "<b onmouseover=alert(3)>Evil</b>"
+    agent.save()
+    DatasetRule.objects.create(dataset=dataset, agent=agent, rating=-1)
+    DatasetItem.objects.filter(pk=item_id(1)).update(model="<iframe src=//x>|`m`")
+    text = export.card(dataset, "openai-chat", None, export.check(dataset, "openai-chat"))
+    assert "<" not in text and ">" not in text and "\r" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; \\`code\\`\n&lt;img" in text
+    assert "- &lt;b onmouseover=alert(3)&gt;Evil&lt;/b&gt;, rated down" in text
+    assert "- &lt;iframe src=//x&gt;|\\`m\\`: 1" in text
+
+
 def _without_losing_answer(dataset: Dataset) -> None:
     """The pair (item 4) loses its losing answer: a finding only where pairs are written."""
     DatasetItem.objects.filter(pk=item_id(4)).update(rejected_answer="")

@@ -13,9 +13,22 @@ from datasets_app.export.checks import CHECKS, Finding, Tally, per_check, tally
 from datasets_app.export.stream import check_split, export_format, exported_items, format_items
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemSource, ItemStatus, Split
 
+# Hugging Face renders HTML in a card: untrusted text must bring no tag, entity or code span.
+_LITERAL = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "`": "\\`"})
+
+
+def _plain(text: object) -> str:
+    """Untrusted text (names, descriptions, details) shown as written, lines kept."""
+    return str(text).replace("\r\n", "\n").replace("\r", "\n").translate(_LITERAL)
+
+
+def _inline(text: object) -> str:
+    """Untrusted text on one line: a heading or a list item."""
+    return _plain(text).replace("\n", " ")
+
 
 def _cell(text: object) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return _inline(text).replace("|", "\\|")
 
 
 def _tally(items: QuerySet[DatasetItem], field: str, names: list[str]) -> str:
@@ -29,13 +42,13 @@ def _day(moment: datetime | None) -> str:
 
 def _rules(dataset: Dataset) -> list[str]:
     rules = DatasetRule.objects.filter(dataset=dataset).select_related("agent").order_by("pk")
-    lines = [f"- {rule}{'' if rule.active else ' (paused)'}" for rule in rules]
+    lines = [f"- {_inline(rule)}{'' if rule.active else ' (paused)'}" for rule in rules]
     return lines or ["- none: every item was added by hand"]
 
 
 def _models(items: QuerySet[DatasetItem]) -> list[str]:
     rows = items.order_by().values_list("model").annotate(n=Count("item_id")).order_by("model")
-    return [f"- {model or 'unknown'}: {n}" for model, n in rows] or ["- none"]
+    return [f"- {_inline(model or 'unknown')}: {n}" for model, n in rows] or ["- none"]
 
 
 def _findings(found: Tally, redact: bool) -> list[str]:
@@ -69,14 +82,14 @@ def card(
     span = exported.aggregate(first=Min("source_created_at"), last=Max("source_created_at"))
     written = format_items(dataset, fmt, split).count()
     lines = [
-        f"# {dataset.name}",
+        f"# {_inline(dataset.name)}",
         "",
-        dataset.description.strip() or "No description.",
+        _plain(dataset.description.strip()) or "No description.",
         "",
         "| | |",
         "|---|---|",
         f"| Format | {chosen.name} |",
-        f"| File | {chosen.filename(dataset.name, split)} |",
+        f"| File | {_cell(chosen.filename(dataset.name, split))} |",
         f"| Split | {split or 'all'} |",
         f"| Items written | {written} |",
         f"| Redaction | {'on' if redact else 'off'} |",
