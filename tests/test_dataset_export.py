@@ -146,10 +146,28 @@ def user_texts(text: str) -> set[str]:
 # -- formats ----------------------------------------------------------------------------------
 
 
+async def downloaded(dataset: Dataset, fmt: str) -> str:
+    """The body of the export's HTTP response, read as ASGI streams it."""
+    response = await sync_to_async(export.response)(dataset, fmt)
+    return b"".join([chunk async for chunk in response]).decode()
+
+
+def commanded(fmt: str) -> str:
+    out = io.StringIO()
+    call_command("export_dataset", "--dataset", "support", "--format", fmt, stdout=out,
+                 stderr=io.StringIO())  # fmt: skip
+    return out.getvalue()
+
+
 def test_each_format_writes_exactly_its_golden_file(dataset):
+    from asgiref.sync import async_to_sync
+
     for fmt in export.FORMATS:
         text = exported(dataset, fmt)
         assert text == golden(FORMATS_BY_NAME[fmt].filename("support", None), text), fmt
+        # The download and the command write the same bytes as the file.
+        assert async_to_sync(downloaded)(dataset, fmt) == text, fmt
+        assert commanded(fmt) == text, fmt
 
 
 def test_only_accepted_items_of_owners_who_allow_training_are_exported(dataset):
