@@ -94,14 +94,8 @@ class Redactor:
         return replace
 
     def summary(self) -> str:
+        """What was replaced, by kind, as a finding says it."""
         return ", ".join(f"{count} × {kind}" for kind, count in sorted(self.found.items()))
-
-
-def found_in(text: str) -> Counter[str]:
-    """What redaction would replace in `text`, by kind."""
-    redactor = Redactor()
-    redactor(text)
-    return redactor.found
 
 
 def keep(text: str) -> str:
