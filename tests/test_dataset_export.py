@@ -567,7 +567,10 @@ def test_strict_mode_refuses_only_for_the_items_the_format_writes(dataset):
 def test_the_command_explains_what_it_cannot_do(dataset):
     for args, message in [
         (["--dataset", "nope", "--format", "csv"], "No dataset named “nope” (datasets: support)"),
-        (["--dataset", "support", "--format", "xml"], "Unknown format “xml”"),
+        (
+            ["--dataset", "support", "--format", "xml"],
+            "Unknown export format “xml”; choose one of openai-chat",
+        ),
         (["--dataset", "support", "--format", "csv", "--split", "dev"], "Unknown split “dev”"),
     ]:
         with pytest.raises(CommandError, match=re.escape(message)):

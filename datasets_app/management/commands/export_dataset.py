@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from datasets_app.export import FORMATS, card, check
 from datasets_app.export.checks import Tally, per_check
-from datasets_app.export.stream import chunks, format_items
+from datasets_app.export.stream import check_split, chunks, export_format, format_items
 from datasets_app.models import Dataset, Split
 
 
@@ -67,10 +67,11 @@ class Command(BaseCommand):
         if dataset is None:
             known = ", ".join(Dataset.objects.values_list("name", flat=True)) or "none yet"
             raise CommandError(f"No dataset named “{name}” (datasets: {known}).")
-        if fmt not in FORMATS:
-            raise CommandError(f"Unknown format “{fmt}”; choose one of {', '.join(FORMATS)}.")
-        if split is not None and split not in Split.values:
-            raise CommandError(f"Unknown split “{split}”; choose one of {', '.join(Split.values)}.")
+        try:
+            export_format(fmt)
+            split = check_split(split)
+        except ValueError as exc:  # UnknownFormat too: each names the choices
+            raise CommandError(str(exc)) from None
         return dataset, fmt, split
 
     def _write(
