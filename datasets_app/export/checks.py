@@ -30,6 +30,8 @@ DUPLICATE = "duplicate"
 PERSONAL = "personal data"
 REDACTED = "redacted"
 CHECKS = (ROLE_ORDER, EMPTY, OVERSIZED, UNANSWERED, ARGUMENTS, DUPLICATE, PERSONAL)
+# Findings a card lists in full; the rest are only counted, so a card stays small.
+SHOWN = 100
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ class Tally:
     """Findings kept for the card: the first `limit` in full, then only counted by check, so
     any number of them fits in memory."""
 
-    limit: int = 100
+    limit: int = SHOWN
     shown: list[Finding] = field(default_factory=list)
     by_check: Counter[str] = field(default_factory=Counter)
 
@@ -192,11 +194,11 @@ class Tally:
 
 
 def per_check(counts: Counter[str]) -> str:
-    """ "role order 12, duplicate 3": the counts in the order the checks run."""
+    """The counts in the order the checks run: "role order 12, duplicate 3"."""
     return ", ".join(f"{name} {counts[name]}" for name in (*CHECKS, REDACTED) if counts[name])
 
 
-def tally(findings: Iterable[Finding], limit: int = 100) -> Tally:
+def tally(findings: Iterable[Finding], limit: int = SHOWN) -> Tally:
     kept = Tally(limit)
     for finding in findings:
         kept.add(finding)
