@@ -144,7 +144,10 @@ FORMAT_ENUM = {"enum": list(export.FORMATS)}
 
 class ExportQuery(Schema):
     format: Text = Field(json_schema_extra=FORMAT_ENUM)
-    split: SplitName | None = Field(None, description="Default: every split.")
+    # `&split=` with no value, as the contract spells it, means every split too.
+    split: Annotated[SplitName | None, BeforeValidator(lambda v: v or None)] = Field(
+        None, description="Default: every split."
+    )
     redact: bool = Field(False, description="Mask e-mail addresses, phone numbers and the like.")
 
 

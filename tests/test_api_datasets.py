@@ -3,6 +3,8 @@ fields."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import uuid
 
@@ -379,6 +381,21 @@ def test_the_export_holds_the_accepted_items_of_a_split(as_staff, dataset, chat)
     assert [line["messages"][-1]["content"] for line in train] == ["answer 0", "answer 1"]
     assert len(read_lines(as_staff.get(base))) == 3
     assert len(read_lines(as_staff.get(f"{base}&split=test"))) == 1
+
+
+def test_an_empty_split_means_every_split(as_staff, dataset, chat):
+    for n, split in enumerate(["train", "test"]):
+        run = stored_run(chat, f"question {n}", f"answer {n}")
+        add(as_staff, dataset, run_id=str(run.run_id), status="accepted", split=split)
+    base = f"/api/datasets/{dataset['dataset_id']}"
+    assert len(read_lines(as_staff.get(f"{base}/export?format=openai-chat&split="))) == 2
+    response = as_staff.get(f"{base}/export?format=csv&split=")
+    assert response.status_code == 200
+    rows = csv.DictReader(io.StringIO(b"".join(response).decode()))
+    assert len({row["item_id"] for row in rows}) == 2
+    card = as_staff.get(f"{base}/card?format=csv&split=")
+    assert card.status_code == 200
+    assert "| Split | all |" in card.content.decode()
 
 
 def test_a_corrected_answer_is_exported_in_place_of_the_original(as_staff, dataset, chat):

@@ -27,7 +27,7 @@ from datasets_app import export
 from datasets_app.export.formats import FORMATS_BY_NAME
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemStatus
 from datasets_app.services import collect, snapshot
-from sessions_app.models import Agent, Run
+from sessions_app.models import Agent, Run, User
 from sessions_app.services import feedback, runs
 from tests.conftest import ROOT, subprocess_env
 from tests.upstream import Reply
@@ -146,10 +146,28 @@ def user_texts(text: str) -> set[str]:
 # -- formats ----------------------------------------------------------------------------------
 
 
+async def downloaded(dataset: Dataset, fmt: str) -> str:
+    """The body of the export's HTTP response, read as ASGI streams it."""
+    response = await sync_to_async(export.response)(dataset, fmt)
+    return b"".join([chunk async for chunk in response]).decode()
+
+
+def commanded(fmt: str) -> str:
+    out = io.StringIO()
+    call_command("export_dataset", "--dataset", "support", "--format", fmt, stdout=out,
+                 stderr=io.StringIO())  # fmt: skip
+    return out.getvalue()
+
+
 def test_each_format_writes_exactly_its_golden_file(dataset):
+    from asgiref.sync import async_to_sync
+
     for fmt in export.FORMATS:
         text = exported(dataset, fmt)
         assert text == golden(FORMATS_BY_NAME[fmt].filename("support", None), text), fmt
+        # The download and the command write the same bytes as the file.
+        assert async_to_sync(downloaded)(dataset, fmt) == text, fmt
+        assert commanded(fmt) == text, fmt
 
 
 def test_only_accepted_items_of_owners_who_allow_training_are_exported(dataset):
@@ -311,7 +329,7 @@ async def test_the_response_is_a_streamed_attachment_named_after_dataset_split_a
 
 
 def test_checks_report_secrets_and_duplicates_with_their_items(dataset):
-    found = {(f.item_id, f.check): f.detail for f in export.check(dataset)}
+    found = {(f.item_id, f.check): f.detail for f in export.check(dataset, "openai-chat")}
     assert found == {
         (str(item_id(8)), "personal data"): "2 × API key, 2 × e-mail address "
         "(export with redaction to replace them)",
@@ -322,8 +340,10 @@ def test_checks_report_secrets_and_duplicates_with_their_items(dataset):
 
 
 def _broken(dataset: Dataset, n: int, messages: list[dict], **more) -> None:
+    """An accepted item of alice's (who allows training use), as broken as it is given."""
     DatasetItem.objects.create(
         item_id=item_id(n), dataset=dataset, source="run", messages=messages,
+        owner=User.objects.get(username="alice"),
         status=ItemStatus.ACCEPTED, split="train", content_hash=f"broken-{n}", **more,
     )  # fmt: skip
 
@@ -349,7 +369,9 @@ def test_checks_find_broken_conversations_and_never_drop_them(dataset, settings)
         ],
     )
     _broken(dataset, 23, [user, {"role": "tool", "tool_call_id": "nope", "content": "r"}, answer])
-    found = [(uuid.UUID(f.item_id).int, f.check, f.detail) for f in export.check(dataset, "train")]
+    found = [
+        (uuid.UUID(f.item_id).int, f.check, f.detail) for f in export.check(dataset, "csv", "train")
+    ]
     assert found == [
         (20, "role order", "turn 0: an assistant turn that answers no user turn or tool result"),
         (20, "role order", "turn 1: a system message after the first turn"),
@@ -371,14 +393,50 @@ def test_redaction_replaces_secrets_in_what_is_written_and_says_so(dataset):
         assert "alice@example.com" not in text and "sk-live" not in text
         assert "[email]" in text and "[api-key]" in text
     assert "alice@example.com" in exported(dataset, "openai-chat", "test")
-    found = [(f.check, f.detail, f.blocking) for f in export.check(dataset, "test", redact=True)]
+    found = [
+        (f.check, f.detail, f.blocking)
+        for f in export.check(dataset, "openai-chat", "test", redact=True)
+    ]
     assert ("redacted", "replaced 2 × API key, 2 × e-mail address", False) in found
+
+
+def test_redacted_tool_arguments_stay_json_and_keep_ids_and_numbers(dataset):
+    ref = "550e8400-e29b-41d4-a716-446655440000"
+    arguments = {"order": 1234567890, "to": "alice@example.com", "ref": ref,
+                 "note": "call +44 20 7946 0958", "at": "1712345678"}  # fmt: skip
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "ship", "arguments": arguments}},
+        {"id": "c2", "type": "function",
+         "function": {"name": "ship", "arguments": json.dumps(arguments)}},
+    ]  # fmt: skip
+    _broken(
+        dataset,
+        30,
+        [
+            {"role": "user", "content": "Ship order 1234567890."},
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "c1", "content": "sent"},
+            {"role": "tool", "tool_call_id": "c2", "content": "sent"},
+            {"role": "assistant", "content": "Shipped."},
+        ],
+    )
+    (line,) = jsonl(exported(dataset, "openai-chat", "train", redact=True))[-1:]
+    written = [json.loads(c["function"]["arguments"]) for c in line["messages"][1]["tool_calls"]]
+    expected = {**arguments, "to": "[email]", "note": "call [phone]"}
+    assert written == [expected, expected]
+    assert line["messages"][0]["content"] == "Ship order 1234567890."
+    found = [(f.check, f.detail) for f in export.check(dataset, "openai-chat", "train")]
+    assert found == [("personal data", "2 × e-mail address, 2 × phone number "
+                      "(export with redaction to replace them)")]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("mail bob.smith+x@mail.example.org now", "mail [email] now"),
+        ("call 555-123-4567 or +15551234567", "call [phone] or [phone]"),
+        ("run 550e8400-e29b-41d4-a716-446655440000 at 1712345678, order 1234567890", None),
+        ("item 12345678-1234-5678-9abc-def012345678", None),
         ("call +44 20 7946 0958 or (555) 123-4567", "call [phone] or [phone]"),
         ("Authorization: Bearer abc.def-ghi_jkl012345", "Authorization: Bearer [token]"),
         ("AKIAIOSFODNN7EXAMPLE and ghp_abcdefghijklmnopqrstuvwxyz0123", "[api-key] and [api-key]"),
@@ -397,13 +455,60 @@ def test_redaction_patterns(text, expected):
 
 
 def test_the_card_says_what_the_export_holds(dataset):
-    findings = export.check(dataset)
+    findings = export.check(dataset, "openai-chat")
     text = export.card(dataset, "openai-chat", None, findings)
     assert text == golden("support.openai-chat.card.md", text)
     assert "Exported items by source: run 4, session 1, pair 1." in text
-    assert "accepted but left out because the owner opted out of training use: 1" in text
+    assert "accepted but left out (owner opted out of training use, or deleted): 1" in text
     assert "Source conversations from 2026-03-01 to 2026-03-09." in text
     assert f"| {item_id(9)} | duplicate | same conversation as item {item_id(8)} |" in text
+
+
+def test_the_card_lists_the_first_hundred_findings_and_counts_the_rest(dataset, alice):
+    user = {"role": "user", "content": "hi"}
+    DatasetItem.objects.bulk_create(
+        DatasetItem(
+            item_id=item_id(1000 + n), dataset=dataset, source="run", messages=[user],
+            status=ItemStatus.ACCEPTED, split="train", content_hash=f"unanswered-{n}", owner=alice,
+        )
+        for n in range(110)
+    )  # fmt: skip
+    text = export.card(dataset, "csv", "train", export.check(dataset, "csv", "train"))
+    assert "110 findings:" in text
+    assert text.count("| role order | does not end with an assistant answer |") == 100
+    assert "… and 10 more: role order 10." in text
+
+
+def test_the_card_shows_names_and_descriptions_as_text_never_as_html(dataset, agent):
+    dataset.description = "<script>alert(1)</script> & `code`\r\n<img src=x onerror=alert(2)>"
+    dataset.save()
+    agent.name = "<b onmouseover=alert(3)>Evil</b>"
+    agent.save()
+    DatasetRule.objects.create(dataset=dataset, agent=agent, rating=-1)
+    DatasetItem.objects.filter(pk=item_id(1)).update(model="<iframe src=//x>|`m`")
+    text = export.card(dataset, "openai-chat", None, export.check(dataset, "openai-chat"))
+    assert "<" not in text and ">" not in text and "\r" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; \\`code\\`\n&lt;img" in text
+    assert "- &lt;b onmouseover=alert(3)&gt;Evil&lt;/b&gt;, rated down" in text
+    assert "- &lt;iframe src=//x&gt;|\\`m\\`: 1" in text
+
+
+def _without_losing_answer(dataset: Dataset) -> None:
+    """The pair (item 4) loses its losing answer: a finding only where pairs are written."""
+    DatasetItem.objects.filter(pk=item_id(4)).update(rejected_answer="")
+
+
+def test_checks_look_only_at_the_items_the_format_writes(dataset):
+    _without_losing_answer(dataset)
+    empty = (str(item_id(4)), "empty turn", "the losing answer is empty")
+    chat = [(f.item_id, f.check, f.detail) for f in export.check(dataset, "openai-chat", "train")]
+    assert chat == []
+    preference = export.check(dataset, "openai-preference", "train")
+    assert [(f.item_id, f.check, f.detail) for f in preference] == [empty]
+    card = export.card(
+        dataset, "openai-chat", "train", export.check(dataset, "openai-chat", "train")
+    )
+    assert "No findings." in card and str(item_id(4)) not in card
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -438,16 +543,34 @@ def test_strict_mode_fails_before_writing_anything(dataset, tmp_path):
     out = tmp_path / "out.jsonl"
     done = manage("--dataset", "support", "--format", "csv", "--output", str(out), "--strict")
     assert done.returncode == 1
-    assert "3 findings; nothing written (--strict)" in done.stderr
+    assert "3 findings; nothing written (--strict): duplicate 1, personal data 2." in done.stderr
     assert not out.exists() and not (tmp_path / "out.card.md").exists()
     clean = manage("--dataset", "support", "--format", "csv", "--split", "train", "--strict")
     assert clean.returncode == 0, clean.stderr
 
 
+def test_strict_mode_refuses_only_for_the_items_the_format_writes(dataset):
+    _without_losing_answer(dataset)
+    args = ["--dataset", "support", "--split", "train", "--strict"]
+    err = io.StringIO()
+    call_command(
+        "export_dataset", *args, "--format", "openai-chat", stdout=io.StringIO(), stderr=err
+    )
+    assert "2 items written; 0 findings." in err.getvalue()
+    with pytest.raises(
+        CommandError, match=re.escape("1 findings; nothing written (--strict): empty turn 1.")
+    ):
+        call_command("export_dataset", *args, "--format", "openai-preference",
+                     stdout=io.StringIO(), stderr=io.StringIO())  # fmt: skip
+
+
 def test_the_command_explains_what_it_cannot_do(dataset):
     for args, message in [
         (["--dataset", "nope", "--format", "csv"], "No dataset named “nope” (datasets: support)"),
-        (["--dataset", "support", "--format", "xml"], "Unknown format “xml”"),
+        (
+            ["--dataset", "support", "--format", "xml"],
+            "Unknown export format “xml”; choose one of openai-chat",
+        ),
         (["--dataset", "support", "--format", "csv", "--split", "dev"], "Unknown split “dev”"),
     ]:
         with pytest.raises(CommandError, match=re.escape(message)):

@@ -6,7 +6,7 @@ The formats: openai-chat, openai-preference, sharegpt, hf-messages, csv (see doc
 from __future__ import annotations
 
 from datasets_app.export.card import card
-from datasets_app.export.checks import Finding, check
+from datasets_app.export.checks import Finding, Tally, check, tally
 from datasets_app.export.formats import FORMATS
 from datasets_app.export.http import card_response, response
 from datasets_app.export.stream import UnknownFormat, alines, exported_items, lines
@@ -14,6 +14,7 @@ from datasets_app.export.stream import UnknownFormat, alines, exported_items, li
 __all__ = [
     "FORMATS",
     "Finding",
+    "Tally",
     "UnknownFormat",
     "alines",
     "card",
@@ -22,4 +23,5 @@ __all__ = [
     "exported_items",
     "lines",
     "response",
+    "tally",
 ]

@@ -4,17 +4,31 @@ same items, so the card can be kept beside the file it describes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db.models import Count, Max, Min, QuerySet
 
-from datasets_app.export.checks import CHECKS, Finding
+from datasets_app.export.checks import CHECKS, Finding, Tally, per_check, tally
 from datasets_app.export.stream import check_split, export_format, exported_items, format_items
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemSource, ItemStatus, Split
 
+# Hugging Face renders HTML in a card: untrusted text must bring no tag, entity or code span.
+_LITERAL = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "`": "\\`"})
+
+
+def _plain(text: object) -> str:
+    """Untrusted text (names, descriptions, details) shown as written, lines kept."""
+    return str(text).replace("\r\n", "\n").replace("\r", "\n").translate(_LITERAL)
+
+
+def _inline(text: object) -> str:
+    """Untrusted text on one line: a heading or a list item."""
+    return _plain(text).replace("\n", " ")
+
 
 def _cell(text: object) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return _inline(text).replace("|", "\\|")
 
 
 def _tally(items: QuerySet[DatasetItem], field: str, names: list[str]) -> str:
@@ -28,22 +42,24 @@ def _day(moment: datetime | None) -> str:
 
 def _rules(dataset: Dataset) -> list[str]:
     rules = DatasetRule.objects.filter(dataset=dataset).select_related("agent").order_by("pk")
-    lines = [f"- {rule}{'' if rule.active else ' (paused)'}" for rule in rules]
+    lines = [f"- {_inline(rule)}{'' if rule.active else ' (paused)'}" for rule in rules]
     return lines or ["- none: every item was added by hand"]
 
 
 def _models(items: QuerySet[DatasetItem]) -> list[str]:
     rows = items.order_by().values_list("model").annotate(n=Count("item_id")).order_by("model")
-    return [f"- {model or 'unknown'}: {n}" for model, n in rows] or ["- none"]
+    return [f"- {_inline(model or 'unknown')}: {n}" for model, n in rows] or ["- none"]
 
 
-def _findings(findings: list[Finding], redact: bool) -> list[str]:
+def _findings(found: Tally, redact: bool) -> list[str]:
     ran = ", ".join(CHECKS) + (", redaction" if redact else "")
     lines = [f"Checks run: {ran}.", ""]
-    if not findings:
+    if not found.total:
         return [*lines, "No findings."]
-    lines += [f"{len(findings)} findings:", "", "| item | check | detail |", "|---|---|---|"]
-    lines += [f"| {f.item_id} | {f.check} | {_cell(f.detail)} |" for f in findings]
+    lines += [f"{found.total} findings:", "", "| item | check | detail |", "|---|---|---|"]
+    lines += [f"| {f.item_id} | {f.check} | {_cell(f.detail)} |" for f in found.shown]
+    if rest := found.left_out():
+        lines += ["", f"… and {rest.total()} more: {per_check(rest)}."]
     return lines
 
 
@@ -51,10 +67,12 @@ def card(
     dataset: Dataset,
     fmt: str,
     split: str | None,
-    findings: list[Finding],
+    findings: Tally | Iterable[Finding],
     *,
     redact: bool = False,
 ) -> str:
+    """The card; `findings` are the export's checks, as found or already tallied."""
+    found = findings if isinstance(findings, Tally) else tally(findings)
     chosen = export_format(fmt)
     split = check_split(split)
     exported = exported_items(dataset, split)
@@ -64,14 +82,14 @@ def card(
     span = exported.aggregate(first=Min("source_created_at"), last=Max("source_created_at"))
     written = format_items(dataset, fmt, split).count()
     lines = [
-        f"# {dataset.name}",
+        f"# {_inline(dataset.name)}",
         "",
-        dataset.description.strip() or "No description.",
+        _plain(dataset.description.strip()) or "No description.",
         "",
         "| | |",
         "|---|---|",
         f"| Format | {chosen.name} |",
-        f"| File | {chosen.filename(dataset.name, split)} |",
+        f"| File | {_cell(chosen.filename(dataset.name, split))} |",
         f"| Split | {split or 'all'} |",
         f"| Items written | {written} |",
         f"| Redaction | {'on' if redact else 'off'} |",
@@ -100,6 +118,6 @@ def card(
         "",
         "## Checks",
         "",
-        *_findings(findings, redact),
+        *_findings(found, redact),
     ]
     return "\n".join(lines) + "\n"

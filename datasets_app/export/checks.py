@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 
 from datasets_app.export import redact as redaction
-from datasets_app.export.stream import exported_items, pages
+from datasets_app.export.formats import Format
+from datasets_app.export.stream import export_format, format_items, pages
 from datasets_app.export.turns import Turn, turns
 from datasets_app.models import Dataset, DatasetItem, ItemSource
 
@@ -28,6 +30,8 @@ DUPLICATE = "duplicate"
 PERSONAL = "personal data"
 REDACTED = "redacted"
 CHECKS = (ROLE_ORDER, EMPTY, OVERSIZED, UNANSWERED, ARGUMENTS, DUPLICATE, PERSONAL)
+# Findings a card lists in full; the rest are only counted, so a card stays small.
+SHOWN = 100
 
 
 @dataclass(frozen=True)
@@ -112,58 +116,90 @@ def _sizes(item: DatasetItem, shown: list[Turn]) -> tuple[list[str], list[str]]:
     return empty, oversized
 
 
-def _texts(item: DatasetItem, shown: list[Turn]) -> str:
-    parts = [turn.content for turn in shown] + [item.rejected_answer]
-    parts += [json.dumps(call, ensure_ascii=False) for turn in shown for call in turn.calls]
-    if item.corrected_answer:
-        parts.append(item.original_answer)  # exported too, by openai-preference
-    return "\n".join(parts)
+def _personal(item: DatasetItem, fmt: Format, redact: bool) -> list[tuple[str, str]]:
+    """What redaction replaces in the lines this format writes for the item."""
+    redactor = redaction.Redactor()
+    fmt.render(item, redactor)
+    if not redactor.found:
+        return []
+    summary = redactor.summary()
+    if redact:
+        return [(REDACTED, f"replaced {summary}")]
+    return [(PERSONAL, f"{summary} (export with redaction to replace them)")]
 
 
-def item_findings(item: DatasetItem, *, redact: bool = False) -> list[Finding]:
+def item_findings(item: DatasetItem, fmt: Format, *, redact: bool = False) -> list[Finding]:
     shown = turns(item, redaction.keep)
     problems, unanswered = _role_order(shown)
     empty, oversized = _sizes(item, shown)
     found: list[tuple[str, str]] = [(ROLE_ORDER, p) for p in problems]
     found += [(UNANSWERED, u) for u in unanswered] + [(ARGUMENTS, a) for a in _arguments(shown)]
     found += [(EMPTY, e) for e in empty] + [(OVERSIZED, o) for o in oversized]
-    kinds = redaction.found_in(_texts(item, shown))
-    if kinds:
-        summary = ", ".join(f"{n} × {kind}" for kind, n in sorted(kinds.items()))
-        found.append(
-            (REDACTED, f"replaced {summary}")
-            if redact
-            else (PERSONAL, f"{summary} (export with redaction to replace them)")
-        )
+    found += _personal(item, fmt, redact)
     return [Finding(str(item.item_id), check, detail) for check, detail in found]
 
 
-def duplicates(dataset: Dataset, split: str | None = None) -> list[Finding]:
-    """Items whose conversation another exported item has already, found by the database."""
-    items = exported_items(dataset, split)
+def duplicates(items: QuerySet[DatasetItem]) -> Iterator[Finding]:
+    """Items whose conversation an earlier one of `items` has already, found by the database."""
     repeated = items.order_by().values("content_hash").annotate(n=Count("item_id")).filter(n__gt=1)
     groups = items.filter(content_hash__in=repeated.values("content_hash"))
-    first: dict[str, str] = {}
-    out = []
     rows = groups.order_by("content_hash", "created_at", "item_id")
-    for item_id, digest in rows.values_list("item_id", "content_hash").iterator():
-        if digest in first:
-            out.append(
-                Finding(str(item_id), DUPLICATE, f"same conversation as item {first[digest]}")
-            )
+    digest, first = None, ""
+    # Rows come grouped by conversation, so only the current group's first item is kept.
+    for item_id, item_digest in rows.values_list("item_id", "content_hash").iterator():
+        if item_digest != digest:
+            digest, first = item_digest, str(item_id)
         else:
-            first[digest] = str(item_id)
-    return out
+            yield Finding(str(item_id), DUPLICATE, f"same conversation as item {first}")
 
 
-def check(dataset: Dataset, split: str | None = None, *, redact: bool = False) -> list[Finding]:
-    """Every finding about the items an export of this dataset (and split) would write."""
-    findings: list[Finding] = []
-    for found in pages(exported_items(dataset, split)):
+def check(
+    dataset: Dataset, fmt: str, split: str | None = None, *, redact: bool = False
+) -> Iterator[Finding]:
+    """Every finding about the items this export writes, as they are found: a page at a time,
+    then the duplicates."""
+    chosen = export_format(fmt)
+    items = format_items(dataset, fmt, split)
+    for found in pages(items):
         for item in found:
-            findings += item_findings(item, redact=redact)
-    return findings + duplicates(dataset, split)
+            yield from item_findings(item, chosen, redact=redact)
+    yield from duplicates(items)
 
 
-def counts(findings: list[Finding]) -> Counter[str]:
-    return Counter(f.check for f in findings)
+@dataclass
+class Tally:
+    """Findings kept for the card: the first `limit` in full, then only counted by check, so
+    any number of them fits in memory."""
+
+    limit: int = SHOWN
+    shown: list[Finding] = field(default_factory=list)
+    by_check: Counter[str] = field(default_factory=Counter)
+
+    def add(self, finding: Finding) -> None:
+        if len(self.shown) < self.limit:
+            self.shown.append(finding)
+        self.by_check[finding.check] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_check.values())
+
+    def blocking(self) -> Counter[str]:
+        """Per check, the findings strict mode refuses the export for."""
+        return Counter({name: n for name, n in self.by_check.items() if name != REDACTED})
+
+    def left_out(self) -> Counter[str]:
+        """Per check, the findings counted but not kept in full."""
+        return self.by_check - Counter(f.check for f in self.shown)
+
+
+def per_check(counts: Counter[str]) -> str:
+    """The counts in the order the checks run: "role order 12, duplicate 3"."""
+    return ", ".join(f"{name} {counts[name]}" for name in (*CHECKS, REDACTED) if counts[name])
+
+
+def tally(findings: Iterable[Finding], limit: int = SHOWN) -> Tally:
+    kept = Tally(limit)
+    for finding in findings:
+        kept.add(finding)
+    return kept

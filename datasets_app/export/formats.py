@@ -20,13 +20,11 @@ from datasets_app.export.turns import (
     used_tools,
 )
 from datasets_app.models import DatasetItem, ItemSource
+from sessions_app.services.spreadsheet import safe_cell
 
 # Pair items only make sense as preferences; every other format leaves them out.
 CONVERSATIONS = ~Q(source=ItemSource.PAIR)
 PREFERENCES = Q(source=ItemSource.PAIR) | ~Q(corrected_answer="")
-# A spreadsheet runs a cell that starts with one of these as a formula (as the dashboard's
-# CSV tables guard against; not imported from the admin, which a service must not depend on).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass(frozen=True)
@@ -138,16 +136,10 @@ CSV_COLUMNS = [
 ]  # fmt: skip
 
 
-def _cell(value: Any) -> Any:
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return "" if value is None else value
-
-
 def _csv(rows: list[list[Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerows([[_cell(value) for value in row] for row in rows])
+    writer.writerows([[safe_cell(value) for value in row] for row in rows])
     return buffer.getvalue()
 
 

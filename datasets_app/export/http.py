@@ -30,7 +30,7 @@ def card_response(
     """The export's dataset card, with the findings of the checks, as a Markdown attachment."""
     chosen = export_format(fmt)
     split = check_split(split)
-    text = card(dataset, fmt, split, check(dataset, split, redact=redact), redact=redact)
+    text = card(dataset, fmt, split, check(dataset, fmt, split, redact=redact), redact=redact)
     answer = HttpResponse(text, content_type="text/markdown; charset=utf-8")
     name = chosen.filename(dataset.name, split).rsplit(".", 1)[0] + ".card.md"
     answer["Content-Disposition"] = f'attachment; filename="{name}"'

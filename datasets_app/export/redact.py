@@ -41,7 +41,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
     ),
     (
         "phone number",
-        re.compile(r"(?<![\w+])\+?(?:\(\d{1,4}\)[ -]?)?\d[\d -]{6,}\d(?![\w])"),
+        # Not next to a letter, digit, "+" or "-": the digits inside a UUID or a hex id joined by
+        # dashes are not a phone number.
+        re.compile(r"(?<![\w+-])\+?(?:\(\d{1,4}\)[ -]?)?\d[\d -]{6,}\d(?![\w-])"),
         "[phone]",
     ),
 ]
@@ -55,9 +57,17 @@ def _is_secret(text: str) -> bool:
     return any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
 
 
+def _is_phone(text: str) -> bool:
+    if sum(c.isdigit() for c in text) not in _PHONE_DIGITS:
+        return False
+    # Bare digits are an order number, an id or a timestamp; a phone number is written with a
+    # leading + or grouped by spaces, dashes or brackets.
+    return text.startswith("+") or not text.isdigit()
+
+
 def _accepts(kind: str, text: str) -> bool:
     if kind == "phone number":
-        return sum(c.isdigit() for c in text) in _PHONE_DIGITS
+        return _is_phone(text)
     if kind == "secret":
         return _is_secret(text)
     return True
@@ -84,14 +94,8 @@ class Redactor:
         return replace
 
     def summary(self) -> str:
+        """What was replaced, by kind, as a finding says it."""
         return ", ".join(f"{count} × {kind}" for kind, count in sorted(self.found.items()))
-
-
-def found_in(text: str) -> Counter[str]:
-    """What redaction would replace in `text`, by kind."""
-    redactor = Redactor()
-    redactor(text)
-    return redactor.found
 
 
 def keep(text: str) -> str:

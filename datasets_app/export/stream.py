@@ -80,7 +80,8 @@ def render(fmt: Format, items: list[DatasetItem], redact: bool) -> list[str]:
 def chunks(
     dataset: Dataset, fmt: str, split: str | None = None, *, redact: bool = False
 ) -> Iterator[tuple[int, str]]:
-    """(items written, text) a page at a time; the header first, with no item."""
+    """(items written, text) a page at a time; the header first, with no item. Every way out
+    (a file, the command, a download) reads the export through this."""
     chosen = export_format(fmt)
     items = format_items(dataset, fmt, split)
     if chosen.header:
@@ -92,11 +93,9 @@ def chunks(
 def lines(
     dataset: Dataset, fmt: str, split: str | None = None, *, redact: bool = False
 ) -> Iterator[str]:
-    chosen = export_format(fmt)
-    if chosen.header:
-        yield chosen.header
-    for found in pages(format_items(dataset, fmt, split)):
-        yield from render(chosen, found, redact)
+    """The export's text, the header and then a page of lines at a time."""
+    for _, text in chunks(dataset, fmt, split, redact=redact):
+        yield text
 
 
 async def alines(
@@ -104,20 +103,6 @@ async def alines(
 ) -> AsyncIterator[str]:
     """`lines` for ASGI: each page read and rendered in a worker thread, sent as it comes (a
     sync iterator would be read to its end before Django sends the first byte)."""
-    chosen = export_format(fmt)
-    items = format_items(dataset, fmt, split)
-    if chosen.header:
-        yield chosen.header
-
-    def next_page(after: tuple[Any, Any] | None) -> tuple[str, tuple[Any, Any] | None]:
-        found = page(items, after)
-        if not found:
-            return "", None
-        return "".join(render(chosen, found, redact)), (found[-1].created_at, found[-1].item_id)
-
-    after: tuple[Any, Any] | None = None
-    while True:
-        text, after = await sync_to_async(next_page)(after)
-        if after is None:
-            return
-        yield text
+    pending = chunks(dataset, fmt, split, redact=redact)
+    while (chunk := await sync_to_async(next)(pending, None)) is not None:
+        yield chunk[1]

@@ -48,13 +48,6 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def arguments_text(arguments: Any) -> str:
-    """Tool-call arguments as OpenAI sends them: a JSON string."""
-    if isinstance(arguments, str):
-        return arguments
-    return dumps(canonical(arguments if arguments is not None else {}))
-
-
 def arguments_object(arguments: Any) -> Any:
     """Tool-call arguments as a value, for formats that nest them; text that is not JSON is
     kept as text."""
@@ -66,6 +59,32 @@ def arguments_object(arguments: Any) -> Any:
         return arguments
 
 
+def _strings(value: Any, text: Text) -> Any:
+    """The value with every string in it (object keys too) passed through `text`."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, dict):
+        return {text(str(key)): _strings(item, text) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_strings(item, text) for item in value]
+    return value
+
+
+def written_arguments(arguments: Any, text: Text) -> str:
+    """Tool-call arguments as OpenAI sends them, a JSON string, with `text` applied to the
+    strings inside them only, so redaction leaves them valid JSON; arguments that are not JSON
+    are redacted as text."""
+    if not isinstance(arguments, str):
+        return dumps(canonical(_strings(arguments if arguments is not None else {}, text)))
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return text(arguments)
+    shown = _strings(value, text)
+    # Unchanged arguments keep the bytes they were sent with.
+    return arguments if shown == value else dumps(canonical(shown))
+
+
 def _call(call: Any, text: Text) -> Any:
     if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
         return call  # reported by the checks, exported as it was
@@ -75,7 +94,7 @@ def _call(call: Any, text: Text) -> Any:
         "type": call.get("type") or "function",
         "function": {
             "name": str(function.get("name") or ""),
-            "arguments": text(arguments_text(function.get("arguments"))),
+            "arguments": written_arguments(function.get("arguments"), text),
         },
     }
 

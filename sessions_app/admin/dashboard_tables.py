@@ -15,10 +15,9 @@ from django.urls import reverse
 
 from sessions_app.admin.display import shown
 from sessions_app.services.dashboard.scope import Scope
+from sessions_app.services.spreadsheet import safe_cell
 
 Row = dict[str, Any]
-# A spreadsheet runs a cell that starts with one of these as a formula.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass(frozen=True)
@@ -105,11 +104,7 @@ def rendered(name: str, rows: list[Row], scope: Scope) -> dict[str, Any]:
 
 
 def _cell(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return "" if value is None else value
+    return value.isoformat() if isinstance(value, datetime) else safe_cell(value)
 
 
 def csv_response(name: str, rows: list[Row], filename: str) -> HttpResponse:

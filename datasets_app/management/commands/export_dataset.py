@@ -12,7 +12,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from datasets_app.export import FORMATS, card, check
-from datasets_app.export.stream import chunks, format_items
+from datasets_app.export.checks import Tally, per_check
+from datasets_app.export.stream import check_split, chunks, export_format, format_items
 from datasets_app.models import Dataset, Split
 
 
@@ -33,12 +34,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         dataset, fmt, split = self._arguments(options)
         redact, output = options["redact"], options["output"]
-        findings = check(dataset, split, redact=redact)
-        for finding in findings:
-            self.stderr.write(str(finding))
-        blocking = [f for f in findings if f.blocking]
-        if options["strict"] and blocking:
-            raise CommandError(f"{len(blocking)} findings; nothing written (--strict).")
+        found = self._check(dataset, fmt, split, redact)
+        if options["strict"] and (blocking := found.blocking()):
+            raise CommandError(
+                f"{blocking.total()} findings; nothing written (--strict): {per_check(blocking)}."
+            )
         card_path = options["card"] or (output.with_suffix(".card.md") if output else None)
         total = format_items(dataset, fmt, split).count()
         with (
@@ -48,10 +48,18 @@ class Command(BaseCommand):
         ):
             self._write(target, dataset, fmt, split, redact, total)
         if card_path is not None:
-            text = card(dataset, fmt, split, findings, redact=redact)
+            text = card(dataset, fmt, split, found, redact=redact)
             card_path.write_text(text, encoding="utf-8")
         where = f" to {output}" if output else ""
-        self.stderr.write(f"{total} items written{where}; {len(findings)} findings.")
+        self.stderr.write(f"{total} items written{where}; {found.total} findings.")
+
+    def _check(self, dataset: Dataset, fmt: str, split: str | None, redact: bool) -> Tally:
+        """Each finding on stderr as it is found; only a bounded tally is kept, for the card."""
+        found = Tally()
+        for finding in check(dataset, fmt, split, redact=redact):
+            self.stderr.write(str(finding))
+            found.add(finding)
+        return found
 
     def _arguments(self, options: dict[str, Any]) -> tuple[Dataset, str, str | None]:
         name, fmt, split = options["dataset"], options["fmt"], options["split"]
@@ -59,10 +67,11 @@ class Command(BaseCommand):
         if dataset is None:
             known = ", ".join(Dataset.objects.values_list("name", flat=True)) or "none yet"
             raise CommandError(f"No dataset named “{name}” (datasets: {known}).")
-        if fmt not in FORMATS:
-            raise CommandError(f"Unknown format “{fmt}”; choose one of {', '.join(FORMATS)}.")
-        if split is not None and split not in Split.values:
-            raise CommandError(f"Unknown split “{split}”; choose one of {', '.join(Split.values)}.")
+        try:
+            export_format(fmt)
+            split = check_split(split)
+        except ValueError as exc:  # UnknownFormat too: each names the choices
+            raise CommandError(str(exc)) from None
         return dataset, fmt, split
 
     def _write(
