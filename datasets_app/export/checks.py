@@ -17,8 +17,6 @@ from datasets_app.export.stream import export_format, format_items, pages
 from datasets_app.export.turns import Turn, turns
 from datasets_app.models import Dataset, DatasetItem, ItemSource
 
-# A turn longer than this is most likely a pasted file or a runaway answer.
-MAX_TURN_CHARS = 32_000
 ROLES = ("system", "user", "assistant", "tool")
 
 ROLE_ORDER = "role order"
@@ -103,7 +101,7 @@ def _arguments(shown: list[Turn]) -> list[str]:
 
 
 def _sizes(item: DatasetItem, shown: list[Turn]) -> tuple[list[str], list[str]]:
-    limit = getattr(settings, "PARLEY_DATASET_MAX_TURN_CHARS", MAX_TURN_CHARS)
+    limit = settings.PARLEY_DATASET_MAX_TURN_CHARS
     empty, oversized = [], []
     for i, turn in enumerate(shown):
         if not turn.content.strip() and not turn.calls:
