@@ -173,7 +173,8 @@ PARLEY_REQUEST_THREADS = envint("PARLEY_REQUEST_THREADS", 8)
 PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)
 PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 60.0)
 PARLEY_MAX_INPUT_CHARS = envint("PARLEY_MAX_INPUT_CHARS", 32000)
-# A dataset's export check reports turns longer than this.
+# A dataset's export check reports turns longer than this: most likely a pasted file or a
+# runaway answer.
 PARLEY_DATASET_MAX_TURN_CHARS = envint("PARLEY_DATASET_MAX_TURN_CHARS", 32000)
 PARLEY_ADMIN_PASSWORD = os.getenv("PARLEY_ADMIN_PASSWORD", "")
 # Ask the model for a short title after a session's first answer.
