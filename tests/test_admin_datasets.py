@@ -179,6 +179,22 @@ def test_a_run_is_added_from_the_transcript_and_not_twice(root, talk, good):
     assert DatasetItem.objects.filter(dataset=good).count() == 1
 
 
+def test_a_run_added_again_brings_the_pair_rated_since(root, alice, agent, good):
+    session = Session.objects.create(user=alice, agent=agent)
+    first = stored_run(session, "How do I bake bread?", "Knead well.")
+    Run.objects.filter(pk=first.pk).update(feedback_rating=1)
+    worse = stored_run(session, first.input, "Just buy it.")
+    form = {"dataset": str(good.pk), "run": str(first.pk), "status": "pending"}
+    assert messages_of(root.post(COLLECT, form, follow=True)) == [
+        "Run added to the dataset “good”."
+    ]
+    Run.objects.filter(pk=worse.pk).update(feedback_rating=-1)
+    again = root.post(COLLECT, form, follow=True)
+    assert messages_of(again) == ["The run's preference pair added to the dataset “good”."]
+    sources = DatasetItem.objects.filter(dataset=good).values_list("source", flat=True)
+    assert sorted(sources) == ["pair", "run"]
+
+
 def test_a_whole_session_and_a_run_from_its_page_are_added(root, talk, good):
     whole = {"dataset": str(good.pk), "session": str(talk.pk), "status": "pending"}
     done = root.post(COLLECT, whole, follow=True)

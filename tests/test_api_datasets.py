@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -300,6 +301,52 @@ def test_a_regenerated_answer_rated_oppositely_brings_its_pair(as_staff, dataset
     # The losing run added on its own is a plain item: the pair is there already.
     (alone,) = add(as_staff, dataset, run_id=str(worse.run_id)).json()["data"]
     assert alone["source"] == "run" and alone["rating"] == -1
+
+
+def rated(run, rating: int):
+    run.feedback_rating = rating
+    run.save(update_fields=["feedback_rating"])
+    return run
+
+
+def test_a_pair_that_cannot_be_made_leaves_the_run_added_on_its_own(as_staff, dataset, chat):
+    worse = rated(stored_run(chat, "Which tea?", "Espresso."), -1)
+    rated(stored_run(chat, "Which tea?", ""), 1)  # rated up, yet no answer to prefer
+    response = add(as_staff, dataset, run_id=str(worse.run_id))
+    assert response.status_code == 201
+    assert [i["source"] for i in response.json()["data"]] == ["run"]
+    again = add(as_staff, dataset, run_id=str(worse.run_id))
+    assert again.status_code == 409
+    assert DatasetItem.objects.count() == 1
+
+
+def test_a_pair_rated_after_its_run_was_added_comes_with_either_side_added_again(
+    as_staff, dataset, chat
+):
+    better = rated(stored_run(chat, "Which tea?", "Rooibos."), 1)
+    worse = stored_run(chat, "Which tea?", "Espresso.")
+    (alone,) = add(as_staff, dataset, run_id=str(better.run_id)).json()["data"]
+    assert alone["source"] == "run"
+    rated(worse, -1)
+    response = add(as_staff, dataset, run_id=str(better.run_id))
+    assert response.status_code == 201
+    (pair,) = response.json()["data"]
+    assert (pair["source"], pair["rejected_answer"]) == ("pair", "Espresso.")
+    # Both are there now: the run itself is plain, and nothing is left to add for the other.
+    assert add(as_staff, dataset, run_id=str(better.run_id)).status_code == 409
+    (other,) = add(as_staff, dataset, run_id=str(worse.run_id)).json()["data"]
+    assert other["source"] == "run"
+    assert DatasetItem.objects.count() == 3
+
+
+def test_a_session_item_dates_from_its_last_answered_run(as_staff, dataset, chat):
+    day = datetime(2024, 3, 1, 12, tzinfo=UTC)
+    stored_run(chat, "Tea?", "Yes.", at=day)
+    stored_run(chat, "Milk?", "", status=RunStatus.ERROR, at=day + timedelta(days=40))
+    added = add(as_staff, dataset, session_id=str(chat.session_id), status="accepted")
+    assert added.status_code == 201
+    card = as_staff.get(f"/api/datasets/{dataset['dataset_id']}/card?format=openai-chat")
+    assert "Source conversations from 2024-03-01 to 2024-03-01." in card.content.decode()
 
 
 def test_items_are_listed_with_filters(as_staff, dataset, chat):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -10,7 +11,7 @@ from django.utils import timezone
 from datasets_app.models import Dataset, DatasetItem, ItemSource, ItemStatus, Split
 from datasets_app.services import pairs, snapshot
 from datasets_app.services.snapshot import NotCollectable
-from sessions_app.models import Run, Session, User
+from sessions_app.models import Run, RunStatus, Session, User
 
 __all__ = ["AlreadyInDataset", "NotCollectable", "add_run", "add_session", "split_for"]
 
@@ -38,19 +39,35 @@ def add_run(
     split: str | None = None,
     with_pair: bool = True,
 ) -> list[DatasetItem]:
-    """The run as an item; and when it was regenerated with the opposite rating, the pair too."""
-    if DatasetItem.objects.filter(dataset=dataset, source=ItemSource.RUN, source_run_id=run.pk):
-        raise AlreadyInDataset(f"Run {run.pk} is already in the dataset “{dataset.name}”.")
+    """The run as an item; and when it was regenerated with the opposite rating, the pair too.
+
+    A run in the dataset already still brings its pair when that is missing (its sibling may
+    have been rated since); AlreadyInDataset only when nothing new was added. All or nothing.
+    """
+    with transaction.atomic():
+        items = [] if _has_run(dataset, run) else [_run_item(dataset, run, by, status, split)]
+        found = pairs.regeneration_pair(run) if with_pair else None
+        if found is not None:
+            # A pair the sibling cannot make (no answer) or already there leaves the run as is.
+            with contextlib.suppress(AlreadyInDataset, NotCollectable):
+                items.append(add_pair(dataset, *found, by=by))
+        if not items:
+            raise AlreadyInDataset(f"Run {run.pk} is already in the dataset “{dataset.name}”.")
+    return items
+
+
+def _has_run(dataset: Dataset, run: Run) -> bool:
+    return DatasetItem.objects.filter(
+        dataset=dataset, source=ItemSource.RUN, source_run_id=run.pk
+    ).exists()
+
+
+def _run_item(
+    dataset: Dataset, run: Run, by: User | None, status: str, split: str | None
+) -> DatasetItem:
     shot = snapshot.of_run(run)
     fields = _provenance(run) | {"source": ItemSource.RUN, "run": run}
-    items = [_save(dataset, shot, fields, by=by, status=status, split=split, what="Run")]
-    found = pairs.regeneration_pair(run) if with_pair else None
-    if found is not None:
-        try:
-            items.append(add_pair(dataset, *found, by=by))
-        except AlreadyInDataset:
-            pass
-    return items
+    return _save(dataset, shot, fields, by=by, status=status, split=split, what="Run")
 
 
 def add_session(
@@ -63,10 +80,11 @@ def add_session(
 ) -> DatasetItem:
     if DatasetItem.objects.filter(
         dataset=dataset, source=ItemSource.SESSION, source_session_id=session.pk
-    ):
+    ).exists():
         raise AlreadyInDataset(f"Session {session.pk} is already in the dataset “{dataset.name}”.")
     shot = snapshot.of_session(session)
-    last = session.runs.order_by("-position").first()
+    # The conversation ends with the last completed run; a failed one after it is left out.
+    last = session.runs.filter(status=RunStatus.COMPLETED).order_by("-position").first()
     fields = {
         "source": ItemSource.SESSION,
         "run": None,
@@ -89,7 +107,7 @@ def add_pair(
         source=ItemSource.PAIR,
         source_run_id=chosen.pk,
         other_run_id=rejected.pk,
-    ):
+    ).exists():
         raise AlreadyInDataset("This preference pair is already in the dataset.")
     shot = snapshot.of_pair(chosen, pairs.first_asked(chosen))
     fields = _provenance(chosen) | {
