@@ -12,6 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from datasets_app.admin import collect as collect_admin
+from datasets_app.admin.excerpts import with_excerpt
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemSource, ItemStatus
 from datasets_app.services import collect, snapshot
 from sessions_app.models import Agent, Run, RunStatus, Session
@@ -273,6 +274,29 @@ def test_an_item_page_shows_the_conversation_and_saves_a_correction(root, talk, 
     assert item.content_hash != snapshot.content_hash(item.messages)
     listed = root.get(f"{ITEMS}?corrected=yes").context["cl"].result_list
     assert [i.pk for i in listed] == [item.pk]
+
+
+def test_the_item_list_reads_no_whole_conversation(root, talk, good):
+    first, second = add_items(good, talk)
+    DatasetItem.objects.filter(pk=first.pk).update(corrected_answer="Knead it for ten minutes.")
+    with CaptureQueriesContext(connection) as captured:
+        page = root.get(ITEMS)
+    rows = page.context["cl"].result_list
+    assert {row.pk for row in rows} == {first.pk, second.pk}
+    for row in rows:
+        unread = {"messages", "tools", "corrected_answer", "rejected_answer"}
+        assert unread <= row.get_deferred_fields()
+    rows_read = 'SELECT "datasets_app_datasetitem"."item_id"'
+    (listing,) = [q["sql"] for q in captured if q["sql"].startswith(rows_read)]
+    columns = listing.split(' FROM "datasets_app_datasetitem"')[0]
+    # The conversation is read only by the JSON lookups of its first words, never whole.
+    messages = '"datasets_app_datasetitem"."messages"'
+    first_words = str(with_excerpt(DatasetItem.objects.only("pk")).query).count(messages)
+    assert first_words > 0 and columns.count(messages) == first_words
+    assert '"datasets_app_datasetitem"."rejected_answer"' not in columns
+    assert '"datasets_app_datasetitem"."tools"' not in columns
+    html = page.content.decode()
+    assert html.count('alt="True"') == 1 and html.count('alt="False"') == 1
 
 
 def test_a_pair_item_shows_both_answers(root, talk, good):

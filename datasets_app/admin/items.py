@@ -8,8 +8,9 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import ValidationError
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from django.utils import timezone
@@ -27,6 +28,16 @@ from sessions_app.models import Run, Session
 from sessions_app.services.markdown import highlight_css
 
 DATASET_PARAMETER = "dataset__dataset_id__exact"
+# What a row does not show: the conversation is read only for its first words (with_excerpt).
+UNLISTED = ("messages", "tools", "corrected_answer", "rejected_answer")
+
+
+class ItemChangeList(ChangeList):
+    """The page's rows without their conversations; actions and item pages read whole rows."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        self.queryset = self.queryset.defer(*UNLISTED)
+        super().get_results(request)
 
 
 class CorrectedFilter(admin.SimpleListFilter):
@@ -124,9 +135,14 @@ class DatasetItemAdmin(ListAdmin):
         ]
         return own + super().get_urls()
 
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ItemChangeList
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[DatasetItem]:
         session_kept = Exists(Session.objects.filter(pk=OuterRef("source_session_id")))
-        items = super().get_queryset(request).annotate(session_kept=session_kept)
+        corrected = ExpressionWrapper(~Q(corrected_answer=""), output_field=BooleanField())
+        items = super().get_queryset(request)
+        items = items.annotate(session_kept=session_kept, has_correction=corrected)
         return with_excerpt(items)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -162,9 +178,9 @@ class DatasetItemAdmin(ListAdmin):
     def rated(self, obj: DatasetItem) -> str:
         return display.rating(obj.rating)
 
-    @admin.display(description="corrected", boolean=True)
+    @admin.display(description="corrected", boolean=True, ordering="has_correction")
     def corrected(self, obj: DatasetItem) -> bool:
-        return bool(obj.corrected_answer)
+        return obj.has_correction  # type: ignore[attr-defined,no-any-return]
 
     @admin.display(description="owner", ordering="owner__username")
     def owner_name(self, obj: DatasetItem) -> str:
