@@ -128,6 +128,7 @@ def add_items(request: HttpRequest, dataset_id: uuid.UUID, payload: ItemIn) -> S
         session_id=payload.session_id,
         status=payload.status,
         split=payload.split,
+        use_weights=payload.use_weights,
     )
     return Status(201, {"data": items})
 
@@ -136,7 +137,8 @@ def add_items(request: HttpRequest, dataset_id: uuid.UUID, payload: ItemIn) -> S
 def update_item(
     request: HttpRequest, dataset_id: uuid.UUID, item_id: uuid.UUID, payload: ItemPatch
 ) -> Any:
-    """Review an item: `status`, `split`, `corrected_answer`; only the fields sent change."""
+    """Review an item: `status`, `split`, `corrected_answer`, `use_weights`; only the fields
+    sent change. Back to `pending` clears when it was reviewed."""
     changes = payload.model_dump(exclude_unset=True)
     return catalog.update_item(_user(request), dataset_id, item_id, **changes)
 

@@ -323,6 +323,74 @@ def test_items_are_accepted_rejected_and_moved_in_bulk(root, talk, good):
     assert not DatasetItem.objects.filter(reviewed_at=None).exists()
 
 
+def review(item: DatasetItem, **changed: str) -> dict[str, str]:
+    """The item page's form as it is, with some fields changed."""
+    form = {"status": item.status, "split": item.split, "corrected_answer": item.corrected_answer}
+    if item.use_weights:
+        form["use_weights"] = "on"
+    return {**form, **changed}
+
+
+def test_an_item_sent_back_to_pending_is_no_longer_reviewed(root, talk, good):
+    item = add_items(good, talk)[0]
+    path = f"{ITEMS}{item.pk}/change/"
+    assert root.post(path, review(item, _accept="Save and accept")).status_code == 302
+    item.refresh_from_db()
+    assert item.status == "accepted" and item.reviewed_at is not None
+    assert root.post(path, review(item, status="pending")).status_code == 302
+    item.refresh_from_db()
+    assert item.status == "pending" and item.reviewed_at is None
+
+
+def test_a_correction_of_an_item_without_an_answer_is_refused_on_the_form(root, talk, good):
+    item = add_items(good, talk)[0]
+    DatasetItem.objects.filter(pk=item.pk).update(messages=item.messages[:-1])
+    item.refresh_from_db()
+    page = root.post(f"{ITEMS}{item.pk}/change/", review(item, corrected_answer="Knead it."))
+    assert page.status_code == 200
+    assert page.context["adminform"].form.errors == {
+        "corrected_answer": ["This item has no final answer to correct."]
+    }
+    item.refresh_from_db()
+    assert item.corrected_answer == "" and item.reviewed_at is None
+
+
+def weights_exported(root: Client, dataset: Dataset) -> list[list]:
+    _, body = accepted_export(root, dataset, "format=openai-chat")
+    lines = [json.loads(line) for line in body.splitlines()]
+    return [[m.get("weight") for m in line["messages"] if m["role"] == "assistant"]
+            for line in lines]  # fmt: skip
+
+
+def test_training_only_on_turns_not_rated_down_is_set_on_the_item_page(root, talk, good):
+    first, second = runs_of(talk)[:2]
+    Run.objects.filter(pk=first.pk).update(feedback_rating=-1)
+    Run.objects.filter(pk=second.pk).update(feedback_rating=1)
+    item = collect.add_session(good, talk, status=ItemStatus.ACCEPTED)
+    path = f"{ITEMS}{item.pk}/change/"
+    page = root.get(path).content.decode()
+    assert 'name="use_weights"' in page
+    assert "Train only on turns not rated down (weights)" in page
+    assert weights_exported(root, good) == [[None, None]]
+    assert root.post(path, review(item, use_weights="on")).status_code == 302
+    item.refresh_from_db()
+    assert item.use_weights and item.status == "accepted"
+    assert weights_exported(root, good) == [[0, 1]]
+
+
+def test_turns_are_weighted_or_not_in_bulk(root, talk, good):
+    first, second = add_items(good, talk)
+    keys = [str(first.pk), str(second.pk)]
+    done = root.post(ITEMS, {"action": "weight", "_selected_action": keys}, follow=True)
+    assert messages_of(done) == ["2 items weighted by rating."]
+    assert set(DatasetItem.objects.values_list("use_weights", flat=True)) == {True}
+    undone = root.post(ITEMS, {"action": "unweight", "_selected_action": keys[:1]}, follow=True)
+    assert messages_of(undone) == ["1 item no longer weighted."]
+    assert not DatasetItem.objects.get(pk=first.pk).use_weights
+    # Weighting is not a verdict: the items are still waiting for one.
+    assert not DatasetItem.objects.exclude(reviewed_at=None).exists()
+
+
 def test_counts_per_status_and_split_show_on_the_lists_and_the_dataset_page(
     root, talk, good, agent
 ):

@@ -39,6 +39,7 @@ ITEM_FIELDS = {
     "corrected_answer",
     "rejected_answer",
     "rating",
+    "use_weights",
     "created_at",
 }
 FEWSHOT_FIELDS = ("fewshot_dataset_id", "fewshot_count", "fewshot_order")
@@ -437,6 +438,38 @@ def test_a_corrected_answer_is_exported_in_place_of_the_original(as_staff, datas
         as_staff.get(f"/api/datasets/{dataset['dataset_id']}/export?format=openai-chat")
     )
     assert line["messages"][-1] == {"role": "assistant", "content": "Yes: green tea, 80 °C."}
+
+
+def weights_exported(client: Client, dataset: dict) -> list[list]:
+    response = client.get(f"/api/datasets/{dataset['dataset_id']}/export?format=openai-chat")
+    return [
+        [m.get("weight") for m in line["messages"] if m["role"] == "assistant"]
+        for line in read_lines(response)
+    ]
+
+
+def test_training_on_turns_not_rated_down_is_chosen_when_adding_or_reviewing(
+    as_staff, dataset, chat
+):
+    rated(stored_run(chat, "Tea?", "Coffee."), -1)
+    rated(stored_run(chat, "Milk?", "No milk."), 1)
+    (whole,) = add(
+        as_staff, dataset, session_id=str(chat.session_id), status="accepted", use_weights=True
+    ).json()["data"]
+    assert whole["use_weights"] is True
+    assert weights_exported(as_staff, dataset) == [[0, 1]]
+
+    path = f"/api/datasets/{dataset['dataset_id']}/items/{whole['item_id']}"
+    changed = send(as_staff, "PATCH", path, {"use_weights": False})
+    assert changed.status_code == 200 and changed.json()["use_weights"] is False
+    assert weights_exported(as_staff, dataset) == [[None, None]]
+    for bad in (None, "yes", 1):
+        assert send(as_staff, "PATCH", path, {"use_weights": bad}).status_code == 422
+    run = stored_run(chat, "Sugar?", "None.")
+    refused = add(as_staff, dataset, run_id=str(run.run_id), use_weights="yes")
+    assert refused.status_code == 422
+    (plain,) = add(as_staff, dataset, run_id=str(run.run_id)).json()["data"]
+    assert plain["use_weights"] is False
 
 
 def test_conversations_of_users_who_opted_out_are_left_out(as_staff, dataset, chat, bob, agent):

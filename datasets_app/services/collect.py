@@ -38,6 +38,7 @@ def add_run(
     status: str = ItemStatus.PENDING,
     split: str | None = None,
     with_pair: bool = True,
+    use_weights: bool = False,
 ) -> list[DatasetItem]:
     """The run as an item; and when it was regenerated with the opposite rating, the pair too.
 
@@ -45,7 +46,13 @@ def add_run(
     have been rated since); AlreadyInDataset only when nothing new was added. All or nothing.
     """
     with transaction.atomic():
-        items = [] if _has_run(dataset, run) else [_run_item(dataset, run, by, status, split)]
+        items: list[DatasetItem] = []
+        if not _has_run(dataset, run):
+            fields = _provenance(run) | {"source": ItemSource.RUN, "run": run}
+            fields["use_weights"] = use_weights
+            shot = snapshot.of_run(run)
+            item = _save(dataset, shot, fields, by=by, status=status, split=split, what="Run")
+            items.append(item)
         found = pairs.regeneration_pair(run) if with_pair else None
         if found is not None:
             # A pair the sibling cannot make (no answer) or already there leaves the run as is.
@@ -62,14 +69,6 @@ def _has_run(dataset: Dataset, run: Run) -> bool:
     ).exists()
 
 
-def _run_item(
-    dataset: Dataset, run: Run, by: User | None, status: str, split: str | None
-) -> DatasetItem:
-    shot = snapshot.of_run(run)
-    fields = _provenance(run) | {"source": ItemSource.RUN, "run": run}
-    return _save(dataset, shot, fields, by=by, status=status, split=split, what="Run")
-
-
 def add_session(
     dataset: Dataset,
     session: Session,
@@ -77,6 +76,7 @@ def add_session(
     by: User | None = None,
     status: str = ItemStatus.PENDING,
     split: str | None = None,
+    use_weights: bool = False,
 ) -> DatasetItem:
     if DatasetItem.objects.filter(
         dataset=dataset, source=ItemSource.SESSION, source_session_id=session.pk
@@ -93,6 +93,7 @@ def add_session(
         "owner": session.user,
         "agent": session.agent,
         "source_created_at": last.created_at if last else session.created_at,
+        "use_weights": use_weights,
     }
     return _save(dataset, shot, fields, by=by, status=status, split=split, what="Session")
 
