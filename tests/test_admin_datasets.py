@@ -299,6 +299,20 @@ def test_the_item_list_reads_no_whole_conversation(root, talk, good):
     assert html.count('alt="True"') == 1 and html.count('alt="False"') == 1
 
 
+def test_an_item_shows_its_runs_rating_now_when_it_changed_since(root, talk, good):
+    first = runs_of(talk)[0]
+    Run.objects.filter(pk=first.pk).update(feedback_rating=1)
+    item = collect.add_run(good, Run.objects.get(pk=first.pk))[0]
+    page = root.get(f"{ITEMS}{item.pk}/change/").content.decode()
+    assert "(the run now:" not in page
+    Run.objects.filter(pk=first.pk).update(staff_rating=-1)
+    for path in (f"{ITEMS}{item.pk}/change/", ITEMS):
+        page = root.get(path).content.decode()
+        assert '👍 <span class="quiet">(the run now: 👎)</span>' in page, path
+    item.refresh_from_db()
+    assert item.rating == 1  # the snapshot keeps the rating it was taken with
+
+
 def test_a_pair_item_shows_both_answers(root, talk, good):
     first, second, _ = runs_of(talk)
     pair = collect.add_pair(good, first, second)

@@ -11,6 +11,7 @@ from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import ValidationError
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from django.utils.html import format_html
@@ -163,6 +164,8 @@ class DatasetItemAdmin(ListAdmin):
         corrected = ExpressionWrapper(~Q(corrected_answer=""), output_field=BooleanField())
         items = super().get_queryset(request)
         items = items.annotate(session_kept=session_kept, has_correction=corrected)
+        # The source run's rating now (staff's over the user's); the item keeps the one it had.
+        items = items.annotate(run_rating=Coalesce("run__staff_rating", "run__feedback_rating"))
         return with_excerpt(items)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -195,8 +198,13 @@ class DatasetItemAdmin(ListAdmin):
         return display.status(obj.status)
 
     @admin.display(description="rating", ordering="rating")
-    def rated(self, obj: DatasetItem) -> str:
-        return display.rating(obj.rating)
+    def rated(self, obj: DatasetItem) -> SafeString | str:
+        if obj.run_id is None or obj.run_rating == obj.rating:  # type: ignore[attr-defined]
+            return display.rating(obj.rating)
+        now = display.rating(obj.run_rating)  # type: ignore[attr-defined]
+        return format_html(
+            '{} <span class="quiet">(the run now: {})</span>', display.rating(obj.rating), now
+        )
 
     @admin.display(description="corrected", boolean=True, ordering="has_correction")
     def corrected(self, obj: DatasetItem) -> bool:
