@@ -115,9 +115,11 @@ def add_items(request: HttpRequest, dataset_id: uuid.UUID, payload: ItemIn) -> S
     now: later edits of the session do not change the item.
 
     Answers `{"data": [item, ...]}`: the new item first, then, for a run regenerated with the
-    opposite rating, its preference pair (source "pair", always pending). 409 when the run or
-    session is in the dataset already; 422 when it has nothing to learn from (not completed, no
-    answer); 404 for an unknown run or session.
+    opposite rating, its preference pair (source "pair", always pending). A run in the dataset
+    already still brings its pair when that is missing (its sibling rated since): then only the
+    pair is listed. 409 when the run (and its pair) or the session is in the dataset already;
+    422 when it has nothing to learn from (not completed, no answer); 404 for an unknown run or
+    session.
     """
     items = catalog.add_items(
         _user(request),
@@ -126,6 +128,7 @@ def add_items(request: HttpRequest, dataset_id: uuid.UUID, payload: ItemIn) -> S
         session_id=payload.session_id,
         status=payload.status,
         split=payload.split,
+        use_weights=payload.use_weights,
     )
     return Status(201, {"data": items})
 
@@ -134,7 +137,8 @@ def add_items(request: HttpRequest, dataset_id: uuid.UUID, payload: ItemIn) -> S
 def update_item(
     request: HttpRequest, dataset_id: uuid.UUID, item_id: uuid.UUID, payload: ItemPatch
 ) -> Any:
-    """Review an item: `status`, `split`, `corrected_answer`; only the fields sent change."""
+    """Review an item: `status`, `split`, `corrected_answer`, `use_weights`; only the fields
+    sent change. Back to `pending` clears when it was reviewed."""
     changes = payload.model_dump(exclude_unset=True)
     return catalog.update_item(_user(request), dataset_id, item_id, **changes)
 

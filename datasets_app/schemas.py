@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import BeforeValidator, ConfigDict, StringConstraints, model_validator
+from pydantic import BeforeValidator, ConfigDict, StrictBool, StringConstraints, model_validator
 
 from datasets_app import export
 from datasets_app.models import DatasetItem
@@ -20,6 +20,10 @@ Source = Literal["run", "session", "pair"]
 DatasetName = Annotated[
     str, StringConstraints(strict=True, min_length=1, max_length=100, pattern=r"^[-a-zA-Z0-9_]+$")
 ]
+WEIGHTS = (
+    "Train only on turns not rated down: in exports that carry weights (openai-chat), assistant "
+    "turns rated down get weight 0, the others 1."
+)
 # At most half each, so the two always fit together: a sum the schema could not say.
 SplitPercent = Annotated[int, Field(ge=0, le=50), BeforeValidator(json_integer)]
 
@@ -78,6 +82,7 @@ class ItemOut(Schema):
     corrected_answer: str = Field(description="Replaces the final answer in exports when set.")
     rejected_answer: str = Field(description="For a pair: the losing answer.")
     rating: int | None
+    use_weights: bool = Field(description=WEIGHTS)
     created_at: datetime
 
     @staticmethod
@@ -106,6 +111,7 @@ class ItemIn(Body):
     session_id: Id = Field(None, description="A session with at least one completed run.")
     status: Status = "pending"
     split: SplitName | None = Field(None, description="Default: from the item's id.")
+    use_weights: StrictBool = Field(False, description=WEIGHTS)
 
     @model_validator(mode="after")
     def _one_source(self) -> ItemIn:
@@ -123,6 +129,7 @@ class ItemPatch(Body):
         None,
         description="The reviewer's final answer; empty keeps the original.",
     )
+    use_weights: StrictBool = Field(None, description=WEIGHTS)
 
 
 class ItemListQuery(ListQuery):

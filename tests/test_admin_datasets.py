@@ -12,6 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from datasets_app.admin import collect as collect_admin
+from datasets_app.admin.excerpts import with_excerpt
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemSource, ItemStatus
 from datasets_app.services import collect, snapshot
 from sessions_app.models import Agent, Run, RunStatus, Session
@@ -179,6 +180,22 @@ def test_a_run_is_added_from_the_transcript_and_not_twice(root, talk, good):
     assert DatasetItem.objects.filter(dataset=good).count() == 1
 
 
+def test_a_run_added_again_brings_the_pair_rated_since(root, alice, agent, good):
+    session = Session.objects.create(user=alice, agent=agent)
+    first = stored_run(session, "How do I bake bread?", "Knead well.")
+    Run.objects.filter(pk=first.pk).update(feedback_rating=1)
+    worse = stored_run(session, first.input, "Just buy it.")
+    form = {"dataset": str(good.pk), "run": str(first.pk), "status": "pending"}
+    assert messages_of(root.post(COLLECT, form, follow=True)) == [
+        "Run added to the dataset “good”."
+    ]
+    Run.objects.filter(pk=worse.pk).update(feedback_rating=-1)
+    again = root.post(COLLECT, form, follow=True)
+    assert messages_of(again) == ["The run's preference pair added to the dataset “good”."]
+    sources = DatasetItem.objects.filter(dataset=good).values_list("source", flat=True)
+    assert sorted(sources) == ["pair", "run"]
+
+
 def test_a_whole_session_and_a_run_from_its_page_are_added(root, talk, good):
     whole = {"dataset": str(good.pk), "session": str(talk.pk), "status": "pending"}
     done = root.post(COLLECT, whole, follow=True)
@@ -259,6 +276,43 @@ def test_an_item_page_shows_the_conversation_and_saves_a_correction(root, talk, 
     assert [i.pk for i in listed] == [item.pk]
 
 
+def test_the_item_list_reads_no_whole_conversation(root, talk, good):
+    first, second = add_items(good, talk)
+    DatasetItem.objects.filter(pk=first.pk).update(corrected_answer="Knead it for ten minutes.")
+    with CaptureQueriesContext(connection) as captured:
+        page = root.get(ITEMS)
+    rows = page.context["cl"].result_list
+    assert {row.pk for row in rows} == {first.pk, second.pk}
+    for row in rows:
+        unread = {"messages", "tools", "corrected_answer", "rejected_answer"}
+        assert unread <= row.get_deferred_fields()
+    rows_read = 'SELECT "datasets_app_datasetitem"."item_id"'
+    (listing,) = [q["sql"] for q in captured if q["sql"].startswith(rows_read)]
+    columns = listing.split(' FROM "datasets_app_datasetitem"')[0]
+    # The conversation is read only by the JSON lookups of its first words, never whole.
+    messages = '"datasets_app_datasetitem"."messages"'
+    first_words = str(with_excerpt(DatasetItem.objects.only("pk")).query).count(messages)
+    assert first_words > 0 and columns.count(messages) == first_words
+    assert '"datasets_app_datasetitem"."rejected_answer"' not in columns
+    assert '"datasets_app_datasetitem"."tools"' not in columns
+    html = page.content.decode()
+    assert html.count('alt="True"') == 1 and html.count('alt="False"') == 1
+
+
+def test_an_item_shows_its_runs_rating_now_when_it_changed_since(root, talk, good):
+    first = runs_of(talk)[0]
+    Run.objects.filter(pk=first.pk).update(feedback_rating=1)
+    item = collect.add_run(good, Run.objects.get(pk=first.pk))[0]
+    page = root.get(f"{ITEMS}{item.pk}/change/").content.decode()
+    assert "(the run now:" not in page
+    Run.objects.filter(pk=first.pk).update(staff_rating=-1)
+    for path in (f"{ITEMS}{item.pk}/change/", ITEMS):
+        page = root.get(path).content.decode()
+        assert '👍 <span class="quiet">(the run now: 👎)</span>' in page, path
+    item.refresh_from_db()
+    assert item.rating == 1  # the snapshot keeps the rating it was taken with
+
+
 def test_a_pair_item_shows_both_answers(root, talk, good):
     first, second, _ = runs_of(talk)
     pair = collect.add_pair(good, first, second)
@@ -281,6 +335,74 @@ def test_items_are_accepted_rejected_and_moved_in_bulk(root, talk, good):
     rows = DatasetItem.objects.order_by("created_at").values_list("status", "split")
     assert list(rows) == [("accepted", "validation"), ("rejected", second.split)]
     assert not DatasetItem.objects.filter(reviewed_at=None).exists()
+
+
+def review(item: DatasetItem, **changed: str) -> dict[str, str]:
+    """The item page's form as it is, with some fields changed."""
+    form = {"status": item.status, "split": item.split, "corrected_answer": item.corrected_answer}
+    if item.use_weights:
+        form["use_weights"] = "on"
+    return {**form, **changed}
+
+
+def test_an_item_sent_back_to_pending_is_no_longer_reviewed(root, talk, good):
+    item = add_items(good, talk)[0]
+    path = f"{ITEMS}{item.pk}/change/"
+    assert root.post(path, review(item, _accept="Save and accept")).status_code == 302
+    item.refresh_from_db()
+    assert item.status == "accepted" and item.reviewed_at is not None
+    assert root.post(path, review(item, status="pending")).status_code == 302
+    item.refresh_from_db()
+    assert item.status == "pending" and item.reviewed_at is None
+
+
+def test_a_correction_of_an_item_without_an_answer_is_refused_on_the_form(root, talk, good):
+    item = add_items(good, talk)[0]
+    DatasetItem.objects.filter(pk=item.pk).update(messages=item.messages[:-1])
+    item.refresh_from_db()
+    page = root.post(f"{ITEMS}{item.pk}/change/", review(item, corrected_answer="Knead it."))
+    assert page.status_code == 200
+    assert page.context["adminform"].form.errors == {
+        "corrected_answer": ["This item has no final answer to correct."]
+    }
+    item.refresh_from_db()
+    assert item.corrected_answer == "" and item.reviewed_at is None
+
+
+def weights_exported(root: Client, dataset: Dataset) -> list[list]:
+    _, body = accepted_export(root, dataset, "format=openai-chat")
+    lines = [json.loads(line) for line in body.splitlines()]
+    return [[m.get("weight") for m in line["messages"] if m["role"] == "assistant"]
+            for line in lines]  # fmt: skip
+
+
+def test_training_only_on_turns_not_rated_down_is_set_on_the_item_page(root, talk, good):
+    first, second = runs_of(talk)[:2]
+    Run.objects.filter(pk=first.pk).update(feedback_rating=-1)
+    Run.objects.filter(pk=second.pk).update(feedback_rating=1)
+    item = collect.add_session(good, talk, status=ItemStatus.ACCEPTED)
+    path = f"{ITEMS}{item.pk}/change/"
+    page = root.get(path).content.decode()
+    assert 'name="use_weights"' in page
+    assert "Train only on turns not rated down (weights)" in page
+    assert weights_exported(root, good) == [[None, None]]
+    assert root.post(path, review(item, use_weights="on")).status_code == 302
+    item.refresh_from_db()
+    assert item.use_weights and item.status == "accepted"
+    assert weights_exported(root, good) == [[0, 1]]
+
+
+def test_turns_are_weighted_or_not_in_bulk(root, talk, good):
+    first, second = add_items(good, talk)
+    keys = [str(first.pk), str(second.pk)]
+    done = root.post(ITEMS, {"action": "weight", "_selected_action": keys}, follow=True)
+    assert messages_of(done) == ["2 items weighted by rating."]
+    assert set(DatasetItem.objects.values_list("use_weights", flat=True)) == {True}
+    undone = root.post(ITEMS, {"action": "unweight", "_selected_action": keys[:1]}, follow=True)
+    assert messages_of(undone) == ["1 item no longer weighted."]
+    assert not DatasetItem.objects.get(pk=first.pk).use_weights
+    # Weighting is not a verdict: the items are still waiting for one.
+    assert not DatasetItem.objects.exclude(reviewed_at=None).exists()
 
 
 def test_counts_per_status_and_split_show_on_the_lists_and_the_dataset_page(

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -40,6 +41,7 @@ ITEM_FIELDS = {
     "corrected_answer",
     "rejected_answer",
     "rating",
+    "use_weights",
     "created_at",
 }
 FEWSHOT_FIELDS = ("fewshot_dataset_id", "fewshot_count", "fewshot_order")
@@ -304,6 +306,52 @@ def test_a_regenerated_answer_rated_oppositely_brings_its_pair(as_staff, dataset
     assert alone["source"] == "run" and alone["rating"] == -1
 
 
+def rated(run, rating: int):
+    run.feedback_rating = rating
+    run.save(update_fields=["feedback_rating"])
+    return run
+
+
+def test_a_pair_that_cannot_be_made_leaves_the_run_added_on_its_own(as_staff, dataset, chat):
+    worse = rated(stored_run(chat, "Which tea?", "Espresso."), -1)
+    rated(stored_run(chat, "Which tea?", ""), 1)  # rated up, yet no answer to prefer
+    response = add(as_staff, dataset, run_id=str(worse.run_id))
+    assert response.status_code == 201
+    assert [i["source"] for i in response.json()["data"]] == ["run"]
+    again = add(as_staff, dataset, run_id=str(worse.run_id))
+    assert again.status_code == 409
+    assert DatasetItem.objects.count() == 1
+
+
+def test_a_pair_rated_after_its_run_was_added_comes_with_either_side_added_again(
+    as_staff, dataset, chat
+):
+    better = rated(stored_run(chat, "Which tea?", "Rooibos."), 1)
+    worse = stored_run(chat, "Which tea?", "Espresso.")
+    (alone,) = add(as_staff, dataset, run_id=str(better.run_id)).json()["data"]
+    assert alone["source"] == "run"
+    rated(worse, -1)
+    response = add(as_staff, dataset, run_id=str(better.run_id))
+    assert response.status_code == 201
+    (pair,) = response.json()["data"]
+    assert (pair["source"], pair["rejected_answer"]) == ("pair", "Espresso.")
+    # Both are there now: the run itself is plain, and nothing is left to add for the other.
+    assert add(as_staff, dataset, run_id=str(better.run_id)).status_code == 409
+    (other,) = add(as_staff, dataset, run_id=str(worse.run_id)).json()["data"]
+    assert other["source"] == "run"
+    assert DatasetItem.objects.count() == 3
+
+
+def test_a_session_item_dates_from_its_last_answered_run(as_staff, dataset, chat):
+    day = datetime(2024, 3, 1, 12, tzinfo=UTC)
+    stored_run(chat, "Tea?", "Yes.", at=day)
+    stored_run(chat, "Milk?", "", status=RunStatus.ERROR, at=day + timedelta(days=40))
+    added = add(as_staff, dataset, session_id=str(chat.session_id), status="accepted")
+    assert added.status_code == 201
+    card = as_staff.get(f"/api/datasets/{dataset['dataset_id']}/card?format=openai-chat")
+    assert "Source conversations from 2024-03-01 to 2024-03-01." in card.content.decode()
+
+
 def test_items_are_listed_with_filters(as_staff, dataset, chat):
     ids = {}
     for n, (status, split) in enumerate(
@@ -407,6 +455,38 @@ def test_a_corrected_answer_is_exported_in_place_of_the_original(as_staff, datas
         as_staff.get(f"/api/datasets/{dataset['dataset_id']}/export?format=openai-chat")
     )
     assert line["messages"][-1] == {"role": "assistant", "content": "Yes: green tea, 80 °C."}
+
+
+def weights_exported(client: Client, dataset: dict) -> list[list]:
+    response = client.get(f"/api/datasets/{dataset['dataset_id']}/export?format=openai-chat")
+    return [
+        [m.get("weight") for m in line["messages"] if m["role"] == "assistant"]
+        for line in read_lines(response)
+    ]
+
+
+def test_training_on_turns_not_rated_down_is_chosen_when_adding_or_reviewing(
+    as_staff, dataset, chat
+):
+    rated(stored_run(chat, "Tea?", "Coffee."), -1)
+    rated(stored_run(chat, "Milk?", "No milk."), 1)
+    (whole,) = add(
+        as_staff, dataset, session_id=str(chat.session_id), status="accepted", use_weights=True
+    ).json()["data"]
+    assert whole["use_weights"] is True
+    assert weights_exported(as_staff, dataset) == [[0, 1]]
+
+    path = f"/api/datasets/{dataset['dataset_id']}/items/{whole['item_id']}"
+    changed = send(as_staff, "PATCH", path, {"use_weights": False})
+    assert changed.status_code == 200 and changed.json()["use_weights"] is False
+    assert weights_exported(as_staff, dataset) == [[None, None]]
+    for bad in (None, "yes", 1):
+        assert send(as_staff, "PATCH", path, {"use_weights": bad}).status_code == 422
+    run = stored_run(chat, "Sugar?", "None.")
+    refused = add(as_staff, dataset, run_id=str(run.run_id), use_weights="yes")
+    assert refused.status_code == 422
+    (plain,) = add(as_staff, dataset, run_id=str(run.run_id)).json()["data"]
+    assert plain["use_weights"] is False
 
 
 def test_conversations_of_users_who_opted_out_are_left_out(as_staff, dataset, chat, bob, agent):

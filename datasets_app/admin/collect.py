@@ -213,6 +213,12 @@ def collect_view(request: HttpRequest) -> HttpResponse:
     except collect.NotCollectable as exc:
         messages.error(request, f"Not added: {exc}")
     else:
-        pair = " with its preference pair" if len(made) > 1 else ""
-        messages.success(request, f"{kind.capitalize()} added to the dataset “{dataset}”{pair}.")
+        messages.success(request, _added(kind, made, dataset))
     return _back(request, obj)
+
+
+def _added(kind: str, made: list[DatasetItem], dataset: Dataset) -> str:
+    if made[0].source == ItemSource.PAIR:  # the run was there already; its pair was not
+        return f"The {kind}'s preference pair added to the dataset “{dataset}”."
+    pair = " with its preference pair" if len(made) > 1 else ""
+    return f"{kind.capitalize()} added to the dataset “{dataset}”{pair}."

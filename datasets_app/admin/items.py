@@ -8,11 +8,12 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import ValidationError
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
@@ -20,13 +21,23 @@ from django.utils.translation import gettext as _
 from datasets_app.admin import collect, counts
 from datasets_app.admin.excerpts import excerpt, with_excerpt
 from datasets_app.models import DatasetItem, ItemSource, ItemStatus, Split
-from datasets_app.services import snapshot
+from datasets_app.services import catalog
 from sessions_app.admin import display, transcript
 from sessions_app.admin.base import ListAdmin
 from sessions_app.models import Run, Session
 from sessions_app.services.markdown import highlight_css
 
 DATASET_PARAMETER = "dataset__dataset_id__exact"
+# What a row does not show: the conversation is read only for its first words (with_excerpt).
+UNLISTED = ("messages", "tools", "corrected_answer", "rejected_answer")
+
+
+class ItemChangeList(ChangeList):
+    """The page's rows without their conversations; actions and item pages read whole rows."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        self.queryset = self.queryset.defer(*UNLISTED)
+        super().get_results(request)
 
 
 class CorrectedFilter(admin.SimpleListFilter):
@@ -54,9 +65,9 @@ def _turn(message: dict[str, Any]) -> transcript.Turn:
 
 
 def _review(
-    modeladmin: Any, request: HttpRequest, queryset: QuerySet, done: str, **change: str
+    modeladmin: Any, request: HttpRequest, queryset: QuerySet, done: str, **change: Any
 ) -> None:
-    changed = queryset.order_by().update(reviewed_at=timezone.now(), **change)
+    changed = catalog.review_items(queryset, **change)
     noun = f"item{'s' * (changed != 1)}"
     modeladmin.message_user(request, f"{changed} {noun} {done}.", messages.SUCCESS)
 
@@ -71,6 +82,16 @@ def reject(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> None:
     _review(modeladmin, request, queryset, "rejected", status=ItemStatus.REJECTED)
 
 
+@admin.action(description="Weight turns by rating", permissions=["change"])
+def weight(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> None:
+    _review(modeladmin, request, queryset, "weighted by rating", use_weights=True)
+
+
+@admin.action(description="Don't weight", permissions=["change"])
+def unweight(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> None:
+    _review(modeladmin, request, queryset, "no longer weighted", use_weights=False)
+
+
 def _move_to(split: str) -> Any:
     @admin.action(description=f"Move the selected items to {split}", permissions=["change"])
     def move(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> None:
@@ -81,13 +102,24 @@ def _move_to(split: str) -> Any:
 
 
 class ItemForm(forms.ModelForm):
-    """A review: the status, the split and a better final answer; the snapshot stays as it
-    was taken."""
+    """A review: the status, the split, a better final answer and whether to train with
+    weights; the snapshot stays as it was taken. What the service refuses shows on the form."""
 
     class Meta:
         model = DatasetItem
-        fields = ["status", "split", "corrected_answer"]
+        fields = ["status", "split", "corrected_answer", "use_weights"]
         widgets = {"corrected_answer": forms.Textarea(attrs={"rows": 8, "cols": 80})}
+        labels = {"use_weights": "Train only on turns not rated down (weights)"}
+        help_texts = {
+            "use_weights": "In exports that carry weights (openai-chat), assistant turns rated "
+            "down get weight 0."
+        }
+
+    def clean_corrected_answer(self) -> str:
+        try:
+            return catalog.checked_correction(self.instance, self.cleaned_data["corrected_answer"])
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc
 
 
 @admin.register(DatasetItem)
@@ -101,11 +133,11 @@ class DatasetItemAdmin(ListAdmin):
     list_filter = ["dataset", "status", "split", "source", CorrectedFilter]
     list_select_related = ["owner"]
     ordering = ["-created_at", "-item_id"]
-    actions = [accept, reject, *(_move_to(split) for split in Split.values)]
+    actions = [accept, reject, *(_move_to(split) for split in Split.values), weight, unweight]
     fieldsets = [
         (None, {"fields": ["dataset_link", "source_link", "owner_link", "agent_link", "model",
                            "rated", "added_by_name", "created_at", "reviewed_at"]}),
-        ("Review", {"fields": ["status", "split", "corrected_answer"]}),
+        ("Review", {"fields": ["status", "split", "corrected_answer", "use_weights"]}),
     ]  # fmt: skip
     readonly_fields = [
         "dataset_link", "source_link", "owner_link", "agent_link", "model", "rated",
@@ -124,9 +156,16 @@ class DatasetItemAdmin(ListAdmin):
         ]
         return own + super().get_urls()
 
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ItemChangeList
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[DatasetItem]:
         session_kept = Exists(Session.objects.filter(pk=OuterRef("source_session_id")))
-        items = super().get_queryset(request).annotate(session_kept=session_kept)
+        corrected = ExpressionWrapper(~Q(corrected_answer=""), output_field=BooleanField())
+        items = super().get_queryset(request)
+        items = items.annotate(session_kept=session_kept, has_correction=corrected)
+        # The source run's rating now (staff's over the user's); the item keeps the one it had.
+        items = items.annotate(run_rating=Coalesce("run__staff_rating", "run__feedback_rating"))
         return with_excerpt(items)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -159,12 +198,17 @@ class DatasetItemAdmin(ListAdmin):
         return display.status(obj.status)
 
     @admin.display(description="rating", ordering="rating")
-    def rated(self, obj: DatasetItem) -> str:
-        return display.rating(obj.rating)
+    def rated(self, obj: DatasetItem) -> SafeString | str:
+        if obj.run_id is None or obj.run_rating == obj.rating:  # type: ignore[attr-defined]
+            return display.rating(obj.rating)
+        now = display.rating(obj.run_rating)  # type: ignore[attr-defined]
+        return format_html(
+            '{} <span class="quiet">(the run now: {})</span>', display.rating(obj.rating), now
+        )
 
-    @admin.display(description="corrected", boolean=True)
+    @admin.display(description="corrected", boolean=True, ordering="has_correction")
     def corrected(self, obj: DatasetItem) -> bool:
-        return bool(obj.corrected_answer)
+        return obj.has_correction  # type: ignore[attr-defined,no-any-return]
 
     @admin.display(description="owner", ordering="owner__username")
     def owner_name(self, obj: DatasetItem) -> str:
@@ -214,14 +258,12 @@ class DatasetItemAdmin(ListAdmin):
         return super().render_change_form(request, context, *args, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: DatasetItem, form: Any, change: bool) -> None:
+        # The review is the service's, as through the API; the form only gathers it.
+        changes = {name: form.cleaned_data[name] for name in form.changed_data}
         decided = {"_accept": ItemStatus.ACCEPTED, "_reject": ItemStatus.REJECTED}
         for button, status in decided.items():
             if button in request.POST:
-                obj.status = status
-        if form.changed_data or any(b in request.POST for b in decided):
-            obj.reviewed_at = timezone.now()
-        if "corrected_answer" in form.changed_data:
-            obj.content_hash = snapshot.content_hash(
-                obj.messages, obj.corrected_answer, obj.rejected_answer
-            )
-        super().save_model(request, obj, form, change)
+                changes["status"] = status
+        if changes:
+            saved = catalog.update_item(request.user, obj.dataset_id, obj.pk, **changes)
+            obj.status, obj.reviewed_at = saved.status, saved.reviewed_at

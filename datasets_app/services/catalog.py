@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Case, Count, DateTimeField, F, QuerySet, Value, When
 from django.utils import timezone
 
 from datasets_app.models import Dataset, DatasetItem, ItemStatus, Split
@@ -18,7 +18,9 @@ from sessions_app.models import User
 from sessions_app.services.access import NotFound, get_run_for_user, get_session_for_user
 
 COUNT_KEYS = (*ItemStatus.values, *Split.values, "total")
-ITEM_CHANGES = frozenset({"status", "split", "corrected_answer"})
+ITEM_CHANGES = frozenset({"status", "split", "corrected_answer", "use_weights"})
+# What many items can be given at once; a correction is one item's.
+BULK_CHANGES = ITEM_CHANGES - {"corrected_answer"}
 
 
 class NameTaken(ValueError):
@@ -106,20 +108,17 @@ def with_counts(datasets: Iterable[Dataset]) -> None:
 
 
 def update_item(user: User, dataset_id: Any, item_id: Any, **changes: Any) -> DatasetItem:
-    """A reviewer's verdict: status, split or a corrected final answer; only what is given."""
-    unknown = set(changes) - ITEM_CHANGES
-    if unknown:
-        raise ValueError(f"Cannot set {', '.join(sorted(unknown))}.")
+    """A reviewer's verdict: status, split, a corrected final answer or whether to train with
+    weights; only what is given. Back to pending clears `reviewed_at`."""
+    _known(changes, ITEM_CHANGES)
     with transaction.atomic():
         item = get_item_for_user(user, dataset_id, item_id)
         item = DatasetItem.objects.select_for_update().get(pk=item.pk)
         fields = set(changes)
         if "corrected_answer" in changes:
-            changes["corrected_answer"] = changes["corrected_answer"].strip()
-            if changes["corrected_answer"] and not item.original_answer:
-                raise ValueError("This item has no final answer to correct.")
+            changes["corrected_answer"] = checked_correction(item, changes["corrected_answer"])
         if "status" in changes and changes["status"] != item.status:
-            item.reviewed_at = timezone.now() if changes["status"] != ItemStatus.PENDING else None
+            item.reviewed_at = _reviewed_at(changes["status"])
             fields.add("reviewed_at")
         for name, value in changes.items():
             setattr(item, name, value)
@@ -128,6 +127,35 @@ def update_item(user: User, dataset_id: Any, item_id: Any, **changes: Any) -> Da
         )
         item.save(update_fields=[*fields, "content_hash"])
     return item
+
+
+def checked_correction(item: DatasetItem, text: str) -> str:
+    """The correction as it is kept; ValueError when the item has no answer to correct."""
+    text = text.strip()
+    if text and not item.original_answer:
+        raise ValueError("This item has no final answer to correct.")
+    return text
+
+
+def review_items(items: QuerySet[DatasetItem], **changes: Any) -> int:
+    """The same status, split or weighting for many items, in one statement; how many matched.
+    As for one item, `reviewed_at` moves only where the status changes."""
+    _known(changes, BULK_CHANGES)
+    if "status" in changes:
+        stamp = Value(_reviewed_at(changes["status"]), output_field=DateTimeField())
+        kept = When(status=changes["status"], then=F("reviewed_at"))
+        changes["reviewed_at"] = Case(kept, default=stamp)
+    return items.order_by().update(**changes)
+
+
+def _known(changes: dict[str, Any], allowed: frozenset[str]) -> None:
+    unknown = set(changes) - allowed
+    if unknown:
+        raise ValueError(f"Cannot set {', '.join(sorted(unknown))}.")
+
+
+def _reviewed_at(status: str) -> Any:
+    return timezone.now() if status != ItemStatus.PENDING else None
 
 
 def items_for_user(
@@ -153,13 +181,13 @@ def add_items(
     session_id: Any = None,
     status: str = ItemStatus.PENDING,
     split: str | None = None,
+    use_weights: bool = False,
 ) -> list[DatasetItem]:
     """A run (with its preference pair, if it has one) or a whole session, as staff add them."""
     if (run_id is None) == (session_id is None):
         raise ValueError("Give exactly one of run_id and session_id.")
     dataset = get_dataset_for_user(user, dataset_id)
+    how = {"by": user, "status": status, "split": split, "use_weights": use_weights}
     if run_id is not None:
-        run = get_run_for_user(user, run_id)
-        return collect.add_run(dataset, run, by=user, status=status, split=split)
-    session = get_session_for_user(user, session_id)
-    return [collect.add_session(dataset, session, by=user, status=status, split=split)]
+        return collect.add_run(dataset, get_run_for_user(user, run_id), **how)
+    return [collect.add_session(dataset, get_session_for_user(user, session_id), **how)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -10,7 +11,7 @@ from django.utils import timezone
 from datasets_app.models import Dataset, DatasetItem, ItemSource, ItemStatus, Split
 from datasets_app.services import pairs, snapshot
 from datasets_app.services.snapshot import NotCollectable
-from sessions_app.models import Run, Session, User
+from sessions_app.models import Run, RunStatus, Session, User
 
 __all__ = ["AlreadyInDataset", "NotCollectable", "add_run", "add_session", "split_for"]
 
@@ -37,20 +38,35 @@ def add_run(
     status: str = ItemStatus.PENDING,
     split: str | None = None,
     with_pair: bool = True,
+    use_weights: bool = False,
 ) -> list[DatasetItem]:
-    """The run as an item; and when it was regenerated with the opposite rating, the pair too."""
-    if DatasetItem.objects.filter(dataset=dataset, source=ItemSource.RUN, source_run_id=run.pk):
-        raise AlreadyInDataset(f"Run {run.pk} is already in the dataset “{dataset.name}”.")
-    shot = snapshot.of_run(run)
-    fields = _provenance(run) | {"source": ItemSource.RUN, "run": run}
-    items = [_save(dataset, shot, fields, by=by, status=status, split=split, what="Run")]
-    found = pairs.regeneration_pair(run) if with_pair else None
-    if found is not None:
-        try:
-            items.append(add_pair(dataset, *found, by=by))
-        except AlreadyInDataset:
-            pass
+    """The run as an item; and when it was regenerated with the opposite rating, the pair too.
+
+    A run in the dataset already still brings its pair when that is missing (its sibling may
+    have been rated since); AlreadyInDataset only when nothing new was added. All or nothing.
+    """
+    with transaction.atomic():
+        items: list[DatasetItem] = []
+        if not _has_run(dataset, run):
+            fields = _provenance(run) | {"source": ItemSource.RUN, "run": run}
+            fields["use_weights"] = use_weights
+            shot = snapshot.of_run(run)
+            item = _save(dataset, shot, fields, by=by, status=status, split=split, what="Run")
+            items.append(item)
+        found = pairs.regeneration_pair(run) if with_pair else None
+        if found is not None:
+            # A pair the sibling cannot make (no answer) or already there leaves the run as is.
+            with contextlib.suppress(AlreadyInDataset, NotCollectable):
+                items.append(add_pair(dataset, *found, by=by))
+        if not items:
+            raise AlreadyInDataset(f"Run {run.pk} is already in the dataset “{dataset.name}”.")
     return items
+
+
+def _has_run(dataset: Dataset, run: Run) -> bool:
+    return DatasetItem.objects.filter(
+        dataset=dataset, source=ItemSource.RUN, source_run_id=run.pk
+    ).exists()
 
 
 def add_session(
@@ -60,13 +76,15 @@ def add_session(
     by: User | None = None,
     status: str = ItemStatus.PENDING,
     split: str | None = None,
+    use_weights: bool = False,
 ) -> DatasetItem:
     if DatasetItem.objects.filter(
         dataset=dataset, source=ItemSource.SESSION, source_session_id=session.pk
-    ):
+    ).exists():
         raise AlreadyInDataset(f"Session {session.pk} is already in the dataset “{dataset.name}”.")
     shot = snapshot.of_session(session)
-    last = session.runs.order_by("-position").first()
+    # The conversation ends with the last completed run; a failed one after it is left out.
+    last = session.runs.filter(status=RunStatus.COMPLETED).order_by("-position").first()
     fields = {
         "source": ItemSource.SESSION,
         "run": None,
@@ -75,6 +93,7 @@ def add_session(
         "owner": session.user,
         "agent": session.agent,
         "source_created_at": last.created_at if last else session.created_at,
+        "use_weights": use_weights,
     }
     return _save(dataset, shot, fields, by=by, status=status, split=split, what="Session")
 
@@ -89,7 +108,7 @@ def add_pair(
         source=ItemSource.PAIR,
         source_run_id=chosen.pk,
         other_run_id=rejected.pk,
-    ):
+    ).exists():
         raise AlreadyInDataset("This preference pair is already in the dataset.")
     shot = snapshot.of_pair(chosen, pairs.first_asked(chosen))
     fields = _provenance(chosen) | {
