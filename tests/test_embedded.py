@@ -26,17 +26,20 @@ def embedded():
         yield model
 
 
-@pytest.mark.django_db(transaction=True)
-async def test_the_embedded_model_answers_a_run(alice, embedded, settings):
+@pytest.fixture
+def on_embedded(embedded, settings, transactional_db):
+    """Parley set up as a fresh install without a key: the embedded model and its agent."""
     settings.LLM_BASE_URL = embedded.base_url
     settings.LLM_EMBEDDED = True
     settings.LLM_API_KEY = ""
-    # What the data migration creates on a fresh install without a key.
-    await Agent.objects.aupdate_or_create(
+    Agent.objects.update_or_create(
         is_default=True,
         defaults={"name": "Assistant", "model": "SmolLM2-135M-Instruct", "instructions": ""},
     )
 
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_embedded_model_answers_a_run(alice, on_embedded):
     handle = await runs.start_run(alice, "What is the capital of France? Answer in one word.")
     pieces = [e["content"] async for e in handle.events() if e["event"] == "RunContent"]
     run = await handle.wait()
@@ -51,15 +54,7 @@ async def test_the_embedded_model_answers_a_run(alice, embedded, settings):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_two_users_asking_at_once_both_get_whole_answers(alice, bob, embedded, settings):
-    settings.LLM_BASE_URL = embedded.base_url
-    settings.LLM_EMBEDDED = True
-    settings.LLM_API_KEY = ""
-    await Agent.objects.aupdate_or_create(
-        is_default=True,
-        defaults={"name": "Assistant", "model": "SmolLM2-135M-Instruct", "instructions": ""},
-    )
-
+async def test_two_users_asking_at_once_both_get_whole_answers(alice, bob, on_embedded):
     first = await runs.start_run(alice, "Name three colours.")
     second = await runs.start_run(bob, "Name three animals.")
     done = [await first.wait(), await second.wait()]
