@@ -81,10 +81,10 @@ def _summary(counted: Counted) -> dict[str, int]:
 
 
 async def _parley_run(user: Any, agent: Agent, session_id: Any) -> dict[str, int]:
-    from sessions_app.services import runs
+    from sessions_app import engine
 
     with count_queries() as counted:
-        handle = await runs.start_run(
+        handle = await engine.start_run(
             user, "count my queries", agent_id=agent.pk, session_id=session_id
         )
         async for event in handle.events():

@@ -12,7 +12,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
-from sessions_app import sse
+from sessions_app import engine, sse
 from sessions_app.api_auth import RUN_AUTH
 from sessions_app.llm.client import status_for_error
 from sessions_app.models import Run, RunStatus, User
@@ -41,7 +41,7 @@ from sessions_app.schemas import (
     UpstreamErrorOut,
 )
 from sessions_app.services import agents as agent_service
-from sessions_app.services import feedback, metrics, runs
+from sessions_app.services import feedback, metrics
 from sessions_app.services import sessions as session_service
 from sessions_app.services.access import get_agent_for_user, get_run_for_user, get_session_for_user
 
@@ -189,7 +189,7 @@ async def create_run(request: HttpRequest, payload: RunIn) -> Any:
     # A signed-in user, or a bearer token checked as the run is created (RUN_AUTH). The run's
     # work runs in tasks of the engine's own, in fresh contexts: not in this request's, whose
     # thread ends with the response. A client leaving before the run starts only stops waiting.
-    handle = await runs.start_run(
+    handle = await engine.start_run(
         request.auth,  # type: ignore[attr-defined]
         payload.input,
         agent_id=payload.agent_id,
@@ -214,7 +214,7 @@ def get_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
 async def cancel_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
     """Stop a run; answers the run as it now stands (CANCELLED once stopped, or unchanged if it
     had already finished)."""
-    return await runs.cancel_run(_user(request), run_id)
+    return await engine.cancel_run(_user(request), run_id)
 
 
 @runs_router.post("/{run_id}/feedback", response={200: RunOut, **WRITE_ERRORS})

@@ -12,9 +12,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
 
+from sessions_app.engine import InputError, RunConflict
 from sessions_app.services.access import NotFound
 from sessions_app.services.ratelimit import RateLimited
-from sessions_app.services.runs import InputError, RunConflict
 from sessions_app.services.sessions import SessionBusy
 from sessions_app.services.tokens import Unauthorized
 

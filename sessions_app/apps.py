@@ -9,6 +9,6 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from sessions_app import checks  # noqa: F401  (registers the system checks)
-        from sessions_app.services import realtime, streams
+        from sessions_app.events import fanout, stream
 
-        streams.add_sink(realtime.forward)
+        stream.add_sink(fanout.forward)

@@ -3,7 +3,7 @@
 The consumer never generates: `send` asks the run engine to start a run and returns at once, so a
 `stop` frame is handled immediately and a closed socket does not stop the answer. Live events
 arrive from the run engine directly when the run streams in this process, else through the
-session's group (see `services.realtime`); when the consumer starts watching a session it renders
+session's group (see `events.fanout`); when the consumer starts watching a session it renders
 the conversation as it stands (with the answer streamed so far) and then applies only events with
 a later `seq`, so reloads, reconnects and second tabs see no gap and no duplicate piece. Frames,
 group messages and local events are handled one at a time, in the order they came.
@@ -22,9 +22,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import PermissionDenied
 
-from sessions_app import rendering
+from sessions_app import engine, rendering
+from sessions_app.events import fanout as realtime
+from sessions_app.events import stream as streams
 from sessions_app.models import ACTIVE_STATUSES, Run, Session
-from sessions_app.services import liveness, ratelimit, realtime, runs, streams
+from sessions_app.process import WORKER_ID
+from sessions_app.services import ratelimit
 from sessions_app.services.access import NotFound, get_run_for_owner, get_session_for_user
 
 log = logging.getLogger("parley.chat")
@@ -66,7 +69,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         makes goes through `database_sync_to_async` or the engine, which close stale
         connections themselves."""
         if message.get("type") == "run.event":
-            if message.get("origin") == liveness.WORKER_ID:
+            if message.get("origin") == WORKER_ID:
                 return  # streamed here: already delivered by the local listener
             async with self.turn:
                 await self.run_event(message["event"])
@@ -113,9 +116,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await handler(frame)
         except (NotFound, PermissionDenied):
             await self.notice("That chat was not found.")
-        except runs.RunConflict:
+        except engine.RunConflict:
             await self.notice("An answer is already in progress in this chat.")
-        except runs.InputError as exc:
+        except engine.InputError as exc:
             await self.notice(exc.message)
         except ratelimit.RateLimited as exc:
             await self.notice(
@@ -132,7 +135,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def do_send(self, frame: dict[str, Any]) -> None:
         session_id = frame.get("session_id") or None
-        handle = await runs.start_run(
+        handle = await engine.start_run(
             self.user,
             frame.get("input"),
             agent_id=frame.get("agent_id") or None,
@@ -143,11 +146,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.watch(str(handle.session_id), new=session_id is None)
 
     async def do_stop(self, frame: dict[str, Any]) -> None:
-        await runs.cancel_run(self.user, frame.get("run_id"))
+        await engine.cancel_run(self.user, frame.get("run_id"))
 
     async def do_regenerate(self, frame: dict[str, Any]) -> None:
         run = await database_sync_to_async(get_run_for_owner)(self.user, frame.get("run_id"))
-        await runs.start_run(self.user, run.input, session_id=run.session_id)
+        await engine.start_run(self.user, run.input, session_id=run.session_id)
 
     async def do_watch(self, frame: dict[str, Any]) -> None:
         session_id = frame.get("session_id") or None
@@ -206,7 +209,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 # Streaming elsewhere: show the last checkpoint, ask its process for the rest.
                 self.waiting[run_id] = []
                 self.seen[run_id] = run.content_seq
-                if run.worker == liveness.WORKER_ID or not realtime.crosses_processes():
+                if run.worker == WORKER_ID or not realtime.crosses_processes():
                     # No other process has it: it finished a moment ago, or its process died.
                     settle_now = run_id
                 else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
@@ -145,6 +146,20 @@ class TokenMetrics(models.Model):
         return round(self.output_tokens / (generating if generating > 0 else self.duration), 2)
 
 
+METRIC_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cache_read_tokens",
+    "reasoning_tokens",
+    "time_to_first_token",
+    "duration",
+    "tokens_per_second",
+    "usage_estimated",
+    "cost",
+)
+
+
 class Run(TokenMetrics):
     run_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
@@ -211,6 +226,12 @@ class Run(TokenMetrics):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+    def metrics(self) -> dict[str, Any]:
+        """The run's metrics as the API, its events and the pages show them."""
+        metrics = {name: getattr(self, name) for name in METRIC_FIELDS}
+        metrics["cost"] = float(self.cost) if self.cost is not None else None
+        return metrics
 
 
 class Role(models.TextChoices):

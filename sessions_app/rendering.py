@@ -9,7 +9,6 @@ from django.utils.html import format_html
 
 from sessions_app.models import Message, Run, RunStatus, Session
 from sessions_app.services.markdown import render_markdown
-from sessions_app.services.runs import run_metrics
 from sessions_app.services.sessions import session_title
 
 
@@ -42,7 +41,7 @@ def run_view(
         input=run.input,
         content=streaming_text if streaming_text is not None else run.content,
         error=run.error,
-        metrics=None if active else run_metrics(run),
+        metrics=None if active else run.metrics(),
         rating=run.feedback_rating,
     )
 

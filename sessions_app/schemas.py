@@ -24,7 +24,6 @@ from sessions_app.api_types import (
 )
 from sessions_app.models import Run, Session
 from sessions_app.pagination import ListQuery, PageMeta
-from sessions_app.services.runs import run_metrics
 from sessions_app.services.sessions import session_metrics
 
 
@@ -273,7 +272,7 @@ class RunOut(Schema):
 
     @staticmethod
     def resolve_metrics(obj: Run) -> dict[str, Any]:
-        return run_metrics(obj)
+        return obj.metrics()
 
     @staticmethod
     def resolve_feedback(obj: Run) -> dict[str, Any] | None:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 
+from sessions_app.engine import RunHandle
 from sessions_app.schemas import RUN_EVENTS
-
-if TYPE_CHECKING:
-    from sessions_app.services.runs import RunHandle
 
 # A comment line this often while the model is silent, so proxies keep the connection open.
 KEEPALIVE_SECONDS = 15.0

@@ -6,8 +6,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
+from sessions_app import engine
 from sessions_app.models import Agent, CallKind, LLMCall
-from sessions_app.services import memory, runs
+from sessions_app.services import memory
 from tests.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,10 +31,10 @@ def agent(db) -> Agent:
 async def test_each_model_call_keeps_the_messages_it_was_sent(
     alice, agent, upstream, django_user_model
 ):
-    first = await (await runs.start_run(alice, "My name is Alice.")).wait()
+    first = await (await engine.start_run(alice, "My name is Alice.")).wait()
     lookup = {"id": "call_7", "name": "get_previous_session_messages", "arguments": {}}
     upstream.script(Reply(tool_calls=[lookup]), Reply("You are Alice."))
-    second = await (await runs.start_run(alice, "Who am I?", session_id=first.session_id)).wait()
+    second = await (await engine.start_run(alice, "Who am I?", session_id=first.session_id)).wait()
 
     calls = [c async for c in LLMCall.objects.filter(run=second).order_by("created_at", "pk")]
     assert [c.sent_messages for c in calls] == [
@@ -57,7 +58,7 @@ async def test_each_model_call_keeps_the_messages_it_was_sent(
 async def test_title_calls_keep_what_they_were_sent(alice, agent, upstream, settings):
     settings.PARLEY_GENERATE_TITLES = True
     upstream.script(Reply("Bread is flour and water."), Reply("Baking bread at home"))
-    run = await (await runs.start_run(alice, "How do I bake bread at home?")).wait()
+    run = await (await engine.start_run(alice, "How do I bake bread at home?")).wait()
     await memory.wait_for_background()
     title = await LLMCall.objects.aget(session_id=run.session_id, kind=CallKind.TITLE)
     assert title.sent_messages == upstream.requests[-1]["messages"]

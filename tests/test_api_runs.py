@@ -12,8 +12,8 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 
 from sessions_app import sse
+from sessions_app.engine.registry import registry
 from sessions_app.models import Agent, Run, RunStatus, Session
-from sessions_app.services import runs
 from tests.apiclient import asgi_client, default_agent, read_events
 from tests.asgiclient import ASGIClient
 from tests.upstream import Reply
@@ -319,7 +319,7 @@ async def test_a_client_that_leaves_while_its_run_is_created_still_gets_it_answe
     held = asyncio.ensure_future(sync_to_async(gate.wait, thread_sensitive=True)(10))
     communicator = await as_alice.send("POST", "/api/runs", {"input": "hello", "stream": True})
     deadline = asyncio.get_running_loop().time() + 5
-    while not any(batcher.worker for batcher in runs._batchers.values()):
+    while not registry.starts.keys:  # its creation is waiting for the database thread
         assert asyncio.get_running_loop().time() < deadline, "the run was never asked for"
         await asyncio.sleep(0.01)
     await communicator.send_input({"type": "http.disconnect"})

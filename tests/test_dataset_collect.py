@@ -13,8 +13,8 @@ from django.test import Client
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemSource, Split
 from datasets_app.services import collect
 from datasets_app.services.snapshot import conversation
+from sessions_app import engine
 from sessions_app.models import Agent, Run, RunStatus, Session
-from sessions_app.services import runs
 from tests.apiclient import api_client, stored_run
 from tests.upstream import Reply
 
@@ -41,7 +41,7 @@ def dataset(db) -> Dataset:
 
 
 async def finish(user, text: str, **kwargs) -> Run:
-    run = await (await runs.start_run(user, text, **kwargs)).wait()
+    run = await (await engine.start_run(user, text, **kwargs)).wait()
     assert run.status == RunStatus.COMPLETED, run.error
     return run
 
@@ -152,7 +152,7 @@ async def test_the_same_run_is_added_once(alice, agent, dataset, upstream):
 
 async def test_a_run_that_failed_has_nothing_to_learn_from(alice, agent, dataset, upstream):
     upstream.script(Reply(status=500, error_message="model down"))
-    handle = await runs.start_run(alice, "Tea?")
+    handle = await engine.start_run(alice, "Tea?")
     failed = await handle.wait()
     assert failed.status == RunStatus.ERROR
     with pytest.raises(collect.NotCollectable, match="this run is ERROR"):
@@ -163,7 +163,7 @@ async def test_a_run_that_failed_has_nothing_to_learn_from(alice, agent, dataset
 async def test_a_session_item_holds_every_completed_run_in_order(alice, agent, dataset, upstream):
     first = await finish(alice, "one")
     upstream.script(Reply(status=500, error_message="model down"))
-    await (await runs.start_run(alice, "two", session_id=first.session_id)).wait()
+    await (await engine.start_run(alice, "two", session_id=first.session_id)).wait()
     await finish(alice, "three", session_id=first.session_id)
     await finish(alice, "four", session_id=first.session_id)
 

@@ -27,8 +27,9 @@ from datasets_app import export
 from datasets_app.export.formats import FORMATS_BY_NAME
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemStatus
 from datasets_app.services import collect, snapshot
+from sessions_app import engine
 from sessions_app.models import Agent, Run, User
-from sessions_app.services import feedback, runs
+from sessions_app.services import feedback
 from tests.conftest import ROOT, subprocess_env
 from tests.upstream import Reply
 
@@ -57,7 +58,7 @@ def agent(db) -> Agent:
 
 
 async def finish(user, text: str, **kwargs) -> Run:
-    handle = await runs.start_run(user, text, **kwargs)
+    handle = await engine.start_run(user, text, **kwargs)
     return await handle.wait()
 
 

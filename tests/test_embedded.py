@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from sessions_app import engine
 from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError, free_port
 from sessions_app.models import Agent, RunStatus
-from sessions_app.services import runs
 from tests.conftest import ROOT, subprocess_env
 
 
@@ -40,7 +40,7 @@ def on_embedded(embedded, settings, transactional_db):
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_embedded_model_answers_a_run(alice, on_embedded):
-    handle = await runs.start_run(alice, "What is the capital of France? Answer in one word.")
+    handle = await engine.start_run(alice, "What is the capital of France? Answer in one word.")
     pieces = [e["content"] async for e in handle.events() if e["event"] == "RunContent"]
     run = await handle.wait()
 
@@ -55,8 +55,8 @@ async def test_the_embedded_model_answers_a_run(alice, on_embedded):
 
 @pytest.mark.django_db(transaction=True)
 async def test_two_users_asking_at_once_both_get_whole_answers(alice, bob, on_embedded):
-    first = await runs.start_run(alice, "Name three colours.")
-    second = await runs.start_run(bob, "Name three animals.")
+    first = await engine.start_run(alice, "Name three colours.")
+    second = await engine.start_run(bob, "Name three animals.")
     done = [await first.wait(), await second.wait()]
 
     assert [run.status for run in done] == [RunStatus.COMPLETED] * 2, [r.error for r in done]

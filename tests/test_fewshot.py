@@ -8,8 +8,8 @@ from asgiref.sync import sync_to_async
 
 from datasets_app.models import Dataset, ItemStatus
 from datasets_app.services import collect
+from sessions_app import engine
 from sessions_app.models import Agent, FewShotOrder, Message, Run
-from sessions_app.services import runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,7 +24,7 @@ def agent(db) -> Agent:
 
 
 async def answered(user, text: str, **kwargs) -> Run:
-    handle = await runs.start_run(user, text, **kwargs)
+    handle = await engine.start_run(user, text, **kwargs)
     return await handle.wait()
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
+from sessions_app import engine
 from sessions_app.models import (
     Agent,
     CallKind,
@@ -17,7 +18,7 @@ from sessions_app.models import (
     RunStatus,
     Session,
 )
-from sessions_app.services import memory, runs, sessions, tools
+from sessions_app.services import memory, sessions, tools
 from tests.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +40,7 @@ def agent(db) -> Agent:
 
 
 async def finish(user, text: str, **kwargs) -> Run:
-    handle = await runs.start_run(user, text, **kwargs)
+    handle = await engine.start_run(user, text, **kwargs)
     return await handle.wait()
 
 
@@ -172,7 +173,7 @@ async def test_a_summary_is_made_after_the_answer_and_used_later(alice, agent, u
     )
     summary = json.dumps({"summary": "The user likes hiking.", "topics": ["hiking"]})
     upstream.script(Reply("Hiking is great."), Reply(summary))
-    handle = await runs.start_run(alice, "I like hiking")
+    handle = await engine.start_run(alice, "I like hiking")
     events = [e async for e in handle.events()]
     assert events[-1]["event"] == "RunCompleted"
     await memory.wait_for_background()

@@ -15,8 +15,8 @@ import redis
 from channels.layers import get_channel_layer
 
 from project import layers
+from sessions_app.events import fanout as realtime
 from sessions_app.models import Agent, Run, RunStatus
-from sessions_app.services import realtime
 from tests.conftest import ROOT, subprocess_env
 from tests.test_consumer import open_tab
 from tests.upstream import Reply
@@ -43,11 +43,12 @@ OTHER_PROCESS = textwrap.dedent(
     import asyncio, django, os
     django.setup()
     from django.contrib.auth import get_user_model
-    from sessions_app.services import realtime, runs
+    from sessions_app.events import fanout as realtime
+    from sessions_app import engine
 
     async def main():
         user = await get_user_model().objects.aget(username="alice")
-        handle = await runs.start_run(user, "a long answer, please")
+        handle = await engine.start_run(user, "a long answer, please")
         print(handle.session_id, handle.run_id, flush=True)
         await handle.wait()
         await realtime.drain()

@@ -13,8 +13,10 @@ import time
 
 import pytest
 
+from sessions_app import engine
+from sessions_app.engine import liveness
+from sessions_app.engine.registry import registry
 from sessions_app.models import Agent, Message, Run, RunStatus
-from sessions_app.services import liveness, runs
 from tests.conftest import ROOT, subprocess_env
 from tests.upstream import Reply
 from tests.waiting import until
@@ -31,7 +33,7 @@ def agent(db) -> Agent:
 
 
 async def finish(user, text: str, **kwargs) -> tuple[Run, list[dict]]:
-    handle = await runs.start_run(user, text, **kwargs)
+    handle = await engine.start_run(user, text, **kwargs)
     events = [event async for event in handle.events()]
     return await handle.wait(), events
 
@@ -103,9 +105,9 @@ async def test_an_error_event_mid_stream_keeps_the_partial_answer(alice, agent, 
 
 async def test_cancel_closes_the_upstream_request_and_keeps_the_partial(alice, agent, upstream):
     upstream.script(Reply(tokens=100, delay=0.05))
-    handle = await runs.start_run(alice, "go on")
+    handle = await engine.start_run(alice, "go on")
     await until(lambda: "tok1 " in handle.stream.content_so_far(), "two pieces of the answer")
-    run = await runs.cancel_run(alice, handle.run_id)
+    run = await engine.cancel_run(alice, handle.run_id)
     assert run.status == RunStatus.CANCELLED
     assert run.content.startswith("tok0 tok1 ")
     assert len(run.content.split()) < 100
@@ -118,14 +120,14 @@ async def test_cancel_closes_the_upstream_request_and_keeps_the_partial(alice, a
 
 async def test_cancelling_a_finished_run_changes_nothing(alice, agent, upstream):
     run, _ = await finish(alice, "done")
-    again = await runs.cancel_run(alice, run.run_id)
+    again = await engine.cancel_run(alice, run.run_id)
     assert again.status == RunStatus.COMPLETED and again.content == run.content
 
 
 async def test_partial_answers_are_checkpointed_while_streaming(alice, agent, upstream, settings):
     settings.PARLEY_CHECKPOINT_INTERVAL = 0.2
     upstream.script(Reply(tokens=60, delay=0.04))
-    handle = await runs.start_run(alice, "slowly")
+    handle = await engine.start_run(alice, "slowly")
 
     async def checkpointed() -> bool:
         return (await Run.objects.aget(pk=handle.run_id)).content_seq > 0
@@ -144,7 +146,7 @@ async def test_checkpoints_of_many_runs_are_saved_together_and_stop_only_the_can
 ):
     settings.PARLEY_CHECKPOINT_INTERVAL = 0.1
     upstream.script(*[Reply(tokens=60, delay=0.02)] * 4)
-    handles = await asyncio.gather(*(runs.start_run(alice, f"run {n}") for n in range(4)))
+    handles = await asyncio.gather(*(engine.start_run(alice, f"run {n}") for n in range(4)))
     ids = [h.run_id for h in handles]
 
     async def all_checkpointed() -> bool:
@@ -170,7 +172,7 @@ async def test_checkpoints_of_many_runs_are_saved_together_and_stop_only_the_can
 async def test_a_cancel_from_another_process_stops_the_run(alice, agent, upstream, settings):
     settings.PARLEY_CHECKPOINT_INTERVAL = 0.1
     upstream.script(Reply(tokens=200, delay=0.02))
-    handle = await runs.start_run(alice, "long")
+    handle = await engine.start_run(alice, "long")
     await until(lambda: handle.stream.content_so_far(), "a piece of the answer")
     # What another process's cancel does: it can only flag the row.
     await Run.objects.filter(pk=handle.run_id).aupdate(cancel_requested=True)
@@ -184,11 +186,12 @@ SERVER_THAT_DIES = textwrap.dedent(
     import asyncio, django, os, sys
     django.setup()
     from django.contrib.auth import get_user_model
-    from sessions_app.services import realtime, runs
+    from sessions_app.events import fanout as realtime
+    from sessions_app import engine
 
     async def main():
         user = await get_user_model().objects.aget(username="alice")
-        handle = await runs.start_run(user, "tell me a long story")
+        handle = await engine.start_run(user, "tell me a long story")
         print(handle.run_id, flush=True)
         await handle.wait()
         await realtime.drain()
@@ -270,11 +273,12 @@ CONTINUE_IN_NEW_PROCESS = textwrap.dedent(
     import asyncio, django, os, sys
     django.setup()
     from django.contrib.auth import get_user_model
-    from sessions_app.services import realtime, runs
+    from sessions_app.events import fanout as realtime
+    from sessions_app import engine
 
     async def main():
         user = await get_user_model().objects.aget(username="alice")
-        handle = await runs.start_run(user, "What was my last question?", session_id=sys.argv[1])
+        handle = await engine.start_run(user, "What was my last question?", session_id=sys.argv[1])
         run = await handle.wait()
         print(run.status, flush=True)
         await realtime.drain()
@@ -315,8 +319,8 @@ async def test_a_process_keeps_one_heartbeat_when_runs_start_on_another_event_lo
 
     async def start_there() -> asyncio.Task[None]:
         liveness.ensure_heartbeat()
-        assert liveness._heartbeat is not None
-        return liveness._heartbeat
+        assert registry.heartbeat is not None
+        return registry.heartbeat
 
     async def settled(task: asyncio.Task[None]) -> bool:
         await asyncio.sleep(0)  # the cancel, sent from this thread, runs in a turn of its loop
@@ -325,13 +329,13 @@ async def test_a_process_keeps_one_heartbeat_when_runs_start_on_another_event_lo
     try:
         first = asyncio.run_coroutine_threadsafe(start_there(), other).result(5)
         liveness.ensure_heartbeat()  # what a run started here does
-        assert liveness._heartbeat is not first
-        assert liveness._heartbeat.get_loop() is asyncio.get_running_loop()
+        assert registry.heartbeat is not first
+        assert registry.heartbeat.get_loop() is asyncio.get_running_loop()
         assert asyncio.run_coroutine_threadsafe(settled(first), other).result(5)
         liveness.ensure_heartbeat()  # and once here is enough
-        assert not liveness._heartbeat.done()
+        assert not registry.heartbeat.done()
     finally:
-        liveness._heartbeat.cancel()
+        registry.heartbeat.cancel()
         other.call_soon_threadsafe(other.stop)
         thread.join(5)
         other.close()

@@ -8,8 +8,12 @@ import threading
 import pytest
 from asgiref.sync import sync_to_async
 
+from sessions_app import engine
+from sessions_app.engine import generate
+from sessions_app.engine.coalesce import Coalescer, checkpoint_interval, coalesce_interval
+from sessions_app.engine.registry import registry
 from sessions_app.models import Agent, LLMCall, Message, Run, RunStatus, Session
-from sessions_app.services import runs, sessions
+from sessions_app.services import sessions
 from sessions_app.services.access import NotFound
 from tests.upstream import Reply
 from tests.waiting import until
@@ -27,7 +31,7 @@ def agent(db) -> Agent:
 
 
 async def run_to_end(user, text: str, **kwargs):
-    handle = await runs.start_run(user, text, **kwargs)
+    handle = await engine.start_run(user, text, **kwargs)
     events = [event async for event in handle.events()]
     return await handle.wait(), events
 
@@ -38,7 +42,7 @@ def sent_dialogue(request: dict) -> list[tuple[str, str]]:
 
 async def test_a_run_without_session_id_creates_a_session_visible_at_once(alice, agent, upstream):
     upstream.script(Reply("Hello Alice.", first_delay=0.5))
-    handle = await runs.start_run(alice, "Hi there")
+    handle = await engine.start_run(alice, "Hi there")
     session = await Session.objects.aget(pk=handle.session_id)
     assert session.user_id == alice.pk and session.agent_id == agent.pk
     assert (await Run.objects.aget(pk=handle.run_id)).status == RunStatus.RUNNING
@@ -87,7 +91,7 @@ async def test_runs_started_together_each_see_as_much_history_as_their_agent_wan
         chats[who.name] = first.session_id
     upstream.reset()
     handles = await asyncio.gather(
-        *(runs.start_run(alice, f"{name} 4", session_id=sid) for name, sid in chats.items())
+        *(engine.start_run(alice, f"{name} 4", session_id=sid) for name, sid in chats.items())
     )
     for handle in handles:
         await handle.wait()
@@ -154,11 +158,11 @@ async def test_two_users_chatting_alternately_never_see_each_other(alice, bob, a
 async def test_someone_elses_session_is_not_found(alice, bob, agent, upstream):
     run, _ = await run_to_end(alice, "private")
     with pytest.raises(NotFound):
-        await runs.start_run(bob, "let me in", session_id=run.session_id)
+        await engine.start_run(bob, "let me in", session_id=run.session_id)
     with pytest.raises(NotFound):
-        await runs.start_run(bob, "let me in", session_id="not-a-uuid")
+        await engine.start_run(bob, "let me in", session_id="not-a-uuid")
     with pytest.raises(NotFound):
-        await runs.cancel_run(bob, run.run_id)
+        await engine.cancel_run(bob, run.run_id)
     assert await Run.objects.filter(session_id=run.session_id).acount() == 1
 
 
@@ -166,8 +170,8 @@ async def test_someone_elses_session_is_not_found(alice, bob, agent, upstream):
 async def test_empty_or_oversized_input_is_refused_and_nothing_is_saved(
     alice, agent, upstream, text, status
 ):
-    with pytest.raises(runs.InputError) as excinfo:
-        await runs.start_run(alice, text)
+    with pytest.raises(engine.InputError) as excinfo:
+        await engine.start_run(alice, text)
     assert excinfo.value.status == status
     assert await Session.objects.acount() == 0
     assert upstream.requests == []
@@ -176,9 +180,9 @@ async def test_empty_or_oversized_input_is_refused_and_nothing_is_saved(
 async def test_a_second_run_in_a_busy_session_conflicts(alice, agent, upstream):
     answer = threading.Event()  # the first run is in progress until the test lets it answer
     upstream.script(Reply("slow answer", held=answer))
-    handle = await runs.start_run(alice, "first")
-    with pytest.raises(runs.RunConflict):
-        await runs.start_run(alice, "second", session_id=handle.session_id)
+    handle = await engine.start_run(alice, "first")
+    with pytest.raises(engine.RunConflict):
+        await engine.start_run(alice, "second", session_id=handle.session_id)
     await upstream.wait_for_requests(1)
     answer.set()
     run = await handle.wait()
@@ -217,7 +221,7 @@ async def test_events_are_coalesced_gapless_and_add_up_to_the_answer(alice, agen
 
 async def test_a_late_subscriber_replays_without_gap_or_duplicate(alice, agent, upstream):
     upstream.script(Reply(tokens=30, delay=0.02))
-    handle = await runs.start_run(alice, "stream")
+    handle = await engine.start_run(alice, "stream")
     await until(lambda: handle.stream.seq >= 2, "a piece of the answer")  # and RunStarted
     seen = handle.stream.seq
     late = [e async for e in handle.events(after_seq=seen)]
@@ -306,7 +310,7 @@ async def test_naming_the_sessions_own_agent_costs_no_query_and_another_agent_is
     assert switched.agent_id == other.pk and switched.model == "other-model"
     assert upstream.requests[-1]["model"] == "other-model"
     with pytest.raises(NotFound):
-        await runs.start_run(alice, "five", session_id=first.session_id, agent_id="not-an-id")
+        await engine.start_run(alice, "five", session_id=first.session_id, agent_id="not-an-id")
 
 
 async def test_the_number_of_queries_does_not_grow_with_the_answer(
@@ -404,12 +408,12 @@ async def test_runs_started_in_the_same_instant_are_created_together(alice, bob,
     upstream.reset()
     upstream.script(*[Reply("answer", first_delay=0.5)] * 4)  # nothing finishes while we count
     asks = [
-        runs.start_run(alice, "a1 third", session_id=a1.session_id),
-        runs.start_run(alice, "a2 second", session_id=a2.session_id, session_state={"k": 1}),
-        runs.start_run(bob, "b1 second", session_id=b1.session_id),
-        runs.start_run(alice, "a brand new chat"),
-        runs.start_run(bob, "not my chat", session_id=a1.session_id),
-        runs.start_run(alice, "no such chat", session_id="not-an-id"),
+        engine.start_run(alice, "a1 third", session_id=a1.session_id),
+        engine.start_run(alice, "a2 second", session_id=a2.session_id, session_state={"k": 1}),
+        engine.start_run(bob, "b1 second", session_id=b1.session_id),
+        engine.start_run(alice, "a brand new chat"),
+        engine.start_run(bob, "not my chat", session_id=a1.session_id),
+        engine.start_run(alice, "no such chat", session_id="not-an-id"),
     ]
     with count_queries() as counted:
         outcomes = await asyncio.gather(*asks, return_exceptions=True)
@@ -458,12 +462,12 @@ async def test_two_sends_into_one_chat_in_the_same_instant_start_one_run(alice, 
     first, _ = await run_to_end(alice, "hello")
     upstream.script(*[Reply("answer", first_delay=0.3)] * 2)
     outcomes = await asyncio.gather(
-        runs.start_run(alice, "one", session_id=first.session_id),
-        runs.start_run(alice, "two", session_id=first.session_id),
-        runs.start_run(alice, "elsewhere"),
+        engine.start_run(alice, "one", session_id=first.session_id),
+        engine.start_run(alice, "two", session_id=first.session_id),
+        engine.start_run(alice, "elsewhere"),
         return_exceptions=True,
     )
-    assert isinstance(outcomes[1], runs.RunConflict)
+    assert isinstance(outcomes[1], engine.RunConflict)
     done = [await outcomes[0].wait(), await outcomes[2].wait()]
     assert [(r.input, r.position, r.status) for r in done] == [
         ("one", 2, RunStatus.COMPLETED),
@@ -517,13 +521,13 @@ async def test_a_run_that_could_not_be_stored_closes_its_early_request(alice, ag
     CursorWrapper.execute = execute
     try:
         with pytest.raises(DatabaseError):
-            await runs.start_run(alice, "Hello")
+            await engine.start_run(alice, "Hello")
     finally:
         CursorWrapper.execute = original
     # Nothing was stored, and the model's request, already sent, was closed.
     assert await Run.objects.acount() == 0 and await Session.objects.acount() == 0
     await until(lambda: upstream.disconnects == 1, "the model's request closed")
-    assert runs.active_run_ids() == []
+    assert registry.ids() == []
 
 
 async def test_a_streaming_answer_pauses_while_another_run_is_being_started(
@@ -532,15 +536,15 @@ async def test_a_streaming_answer_pauses_while_another_run_is_being_started(
     """New runs first: while another run's rows are being written, an answer already streaming
     stops reading the model (for GIVE_WAY at most), then goes on and arrives whole."""
     settings.PARLEY_CHECKPOINT_INTERVAL = 60.0  # no save of its own meets the held thread
-    monkeypatch.setattr(runs, "GIVE_WAY", 10.0)
+    monkeypatch.setattr(generate, "GIVE_WAY", 10.0)
     upstream.script(Reply(tokens=1000, delay=0.005), Reply("The second answer."))
-    first = await runs.start_run(alice, "a long answer, please")
+    first = await engine.start_run(alice, "a long answer, please")
     events = first.events()
     assert [(await anext(events))["event"] for _ in range(2)] == ["RunStarted", "RunContent"]
 
     gate = threading.Event()  # holds the database thread, so the next run stays unwritten
     held = asyncio.ensure_future(sync_to_async(gate.wait, thread_sensitive=True)(10))
-    second = asyncio.ensure_future(runs.start_run(alice, "and another"))
+    second = asyncio.ensure_future(engine.start_run(alice, "and another"))
     shown, deadline = "", asyncio.get_running_loop().time() + 3
     while shown != (shown := first.stream.content_so_far()) or not shown:
         assert asyncio.get_running_loop().time() < deadline, "the first answer kept streaming"
@@ -567,7 +571,7 @@ async def test_a_piece_held_back_counts_as_sent_when_its_interval_was_up(setting
         def publish(self, kind: str, *, content: str) -> None:
             published.append(content)
 
-    coalescer = runs._Coalescer(Stream())  # type: ignore[arg-type]
+    coalescer = Coalescer(Stream(), lambda: 1)  # type: ignore[arg-type]
     coalescer.clock = lambda: clock[0]  # the engine's clock, moved by hand; the loop's runs on
     coalescer.add("a")  # the first piece goes out at once
     clock[0] = 100.049
@@ -585,14 +589,14 @@ def test_pieces_grow_further_apart_as_a_process_streams_more_answers(settings):
     settings.PARLEY_COALESCE_INTERVAL = 0.05
     settings.PARLEY_COALESCE_RUNS = 50
     settings.PARLEY_COALESCE_MAX_INTERVAL = 0.15
-    intervals = [runs.coalesce_interval(n) for n in (0, 1, 50, 100, 150, 1000)]
+    intervals = [coalesce_interval(n) for n in (0, 1, 50, 100, 150, 1000)]
     assert intervals == pytest.approx([0.05, 0.05, 0.05, 0.10, 0.15, 0.15])
     settings.PARLEY_COALESCE_MAX_INTERVAL = 0.01  # a bound below the base: the base wins
-    assert runs.coalesce_interval(1000) == pytest.approx(0.05)
+    assert coalesce_interval(1000) == pytest.approx(0.05)
 
 
 def test_partial_answers_are_saved_less_often_as_a_process_streams_more(settings):
     settings.PARLEY_CHECKPOINT_INTERVAL = 1.0
     settings.PARLEY_COALESCE_RUNS = 50
-    intervals = [runs.checkpoint_interval(n) for n in (0, 1, 50, 100, 200)]
+    intervals = [checkpoint_interval(n) for n in (0, 1, 50, 100, 200)]
     assert intervals == pytest.approx([1.0, 1.0, 1.0, 2.0, 4.0])

@@ -15,10 +15,12 @@ import time
 import uuid
 from typing import Any
 
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app.events.fanout import group_name
 from sessions_app.llm import client as llm
 from sessions_app.models import CallKind, NameSource, Run, RunStatus, Session
 from sessions_app.services import accounting
@@ -287,10 +289,6 @@ def _content_words(text: str) -> set[str]:
 
 async def _announce_title(session_id: uuid.UUID, title: str) -> None:
     """Tell the open tabs, so sidebar and header change without a reload."""
-    from channels.layers import get_channel_layer
-
-    from sessions_app.services.realtime import group_name
-
     await get_channel_layer().group_send(
         group_name(session_id),
         {"type": "session.renamed", "session_id": str(session_id), "title": title},

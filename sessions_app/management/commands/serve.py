@@ -9,8 +9,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from project.listening import daphne_endpoint
+from sessions_app.engine.liveness import reap_stale_runs
 from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
-from sessions_app.services.liveness import reap_stale_runs
 
 
 class Command(BaseCommand):

@@ -11,8 +11,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import socket
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -20,24 +18,19 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app.engine.errors import INTERRUPTED
+from sessions_app.engine.registry import registry
 from sessions_app.models import ACTIVE_STATUSES, Message, Role, Run, RunStatus
+from sessions_app.process import HOSTNAME, WORKER_ID, being_cancelled
 
 log = logging.getLogger("parley.runs")
-
-HOSTNAME = socket.gethostname()
-WORKER_ID = f"{HOSTNAME}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-INTERRUPTED_ERROR = "The server stopped before this answer finished."
-
-_heartbeat: asyncio.Task[None] | None = None
 
 
 def _process_alive(worker: str) -> bool:
     host, _, rest = worker.partition(":")
     pid_text = rest.partition(":")[0]
     if worker == WORKER_ID:
-        from sessions_app.services.runs import active_run_ids
-
-        return bool(active_run_ids())
+        return bool(registry.ids())
     if host != HOSTNAME or not pid_text.isdigit():
         return True  # can't tell from here; the heartbeat age decides
     if int(pid_text) == os.getpid():
@@ -57,9 +50,7 @@ def reap_stale_runs(*, session_id: Any = None) -> int:
     candidates = Run.objects.filter(status__in=ACTIVE_STATUSES)
     if session_id is not None:
         candidates = candidates.filter(session_id=session_id)
-    from sessions_app.services.runs import active_run_ids
-
-    local = set(active_run_ids())
+    local = set(registry.ids())
     dead = [
         run.pk
         for run in candidates.only("pk", "worker", "heartbeat_at")
@@ -75,7 +66,7 @@ def reap_stale_runs(*, session_id: Any = None) -> int:
         status = RunStatus.CANCELLED if run.cancel_requested else RunStatus.INTERRUPTED
         done = Run.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
             status=status,
-            error="" if run.cancel_requested else INTERRUPTED_ERROR,
+            error="" if run.cancel_requested else INTERRUPTED,
             finished_at=timezone.now(),
         )
         if done:
@@ -89,36 +80,25 @@ def reap_stale_runs(*, session_id: Any = None) -> int:
     return reaped
 
 
-def being_cancelled() -> bool:
-    """Whether this task was asked to stop: a database or Redis client may turn the
-    cancellation into another error, and a loop that carries on then never stops."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
 def ensure_heartbeat() -> None:
     """Start this process's heartbeat on the running loop, once.
 
-    A process has one heartbeat. One left on another loop that goes on running (a thread's, a
-    test tool's) is stopped: it would vouch for runs of this loop, and cancel them from its own
-    thread when their cancel is asked for."""
-    global _heartbeat
+    A heartbeat left on another loop that goes on running (a thread's, a test tool's) is
+    stopped: it would vouch for runs of this loop, and cancel them from its own thread."""
     loop = asyncio.get_running_loop()
-    previous = _heartbeat
+    previous = registry.heartbeat
     if previous is not None and not previous.done():
         if previous.get_loop() is loop:
             return
         with contextlib.suppress(RuntimeError):  # that loop was closed meanwhile
             previous.get_loop().call_soon_threadsafe(previous.cancel)
-    _heartbeat = loop.create_task(_beat(), name="parley-heartbeat")
+    registry.heartbeat = loop.create_task(_beat(), name="parley-heartbeat")
 
 
 async def _beat() -> None:
-    from sessions_app.services import runs
-
     while True:
         await asyncio.sleep(settings.PARLEY_HEARTBEAT_INTERVAL)
-        ids = runs.active_run_ids()
+        ids = registry.ids()
         if not ids:
             continue
         try:
@@ -137,4 +117,4 @@ async def _beat() -> None:
             log.exception("heartbeat failed")
             continue
         for pk in stop:
-            runs.request_local_cancel(pk)
+            registry.cancel_local(pk)

@@ -22,7 +22,8 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from sessions_app.services import liveness, streams
+from sessions_app.events import stream as streams
+from sessions_app.process import WORKER_ID, being_cancelled
 
 log = logging.getLogger("parley.realtime")
 
@@ -104,10 +105,10 @@ async def _send_in_order(layer: Any, group: str, events: list[streams.Event]) ->
     for event in events:
         try:
             await layer.group_send(
-                group, {"type": "run.event", "event": event, "origin": liveness.WORKER_ID}
+                group, {"type": "run.event", "event": event, "origin": WORKER_ID}
             )
         except Exception:
-            if liveness.being_cancelled():
+            if being_cancelled():
                 raise asyncio.CancelledError from None
             log.exception("could not forward a run event")
 
@@ -125,7 +126,7 @@ async def _serve_snapshots() -> None:
     can address this one without any registry.
     """
     layer = get_channel_layer()
-    channel = worker_channel(liveness.WORKER_ID)
+    channel = worker_channel(WORKER_ID)
     while True:
         try:
             request = await layer.receive(channel)
@@ -133,7 +134,7 @@ async def _serve_snapshots() -> None:
         except asyncio.CancelledError:
             raise
         except Exception:
-            if liveness.being_cancelled():
+            if being_cancelled():
                 raise asyncio.CancelledError from None
             log.exception("snapshot channel failed")
             await asyncio.sleep(1)

@@ -1,0 +1,18 @@
+"""The run engine: one user turn and the agent's answer, streamed, persisted, measured.
+
+A run's story, module by module: `start` checks the ask and writes the run and its messages in
+one transaction, with the plan of its model call (`plan`), sending that call ahead (`early`);
+`generate` streams the answer in rounds of model calls and tool calls, merging pieces
+(`coalesce`) and saving as it goes (`store`); `cancel` stops it. `registry` holds this process's
+runs, `liveness` vouches for them and reaps those whose process died, `dbthread` batches the
+database work of many runs into one thread hop.
+
+Adapters (the API, the chat socket, commands) import only what is named here.
+"""
+
+from sessions_app.engine.cancel import cancel_run
+from sessions_app.engine.errors import InputError, RunConflict
+from sessions_app.engine.registry import RunHandle
+from sessions_app.engine.start import start_run
+
+__all__ = ["InputError", "RunConflict", "RunHandle", "cancel_run", "start_run"]

@@ -1,0 +1,28 @@
+"""Stopping a run, wherever it streams."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from sessions_app.engine import liveness
+from sessions_app.engine.registry import registry
+from sessions_app.models import ACTIVE_STATUSES, Run, User
+from sessions_app.services.access import get_run_for_user
+
+
+async def cancel_run(user: User, run_id: Any) -> Run:
+    """At once when it streams in this process, else at its process's next checkpoint or
+    heartbeat (or now, when that process is gone). The run as it then stands, its user loaded."""
+    run = await database_sync_to_async(get_run_for_user)(user, run_id)
+    task = registry.cancel_local(run.run_id)
+    if task is not None:
+        await asyncio.shield(asyncio.wait([task]))
+    elif run.is_active:
+        await Run.objects.filter(pk=run.run_id, status__in=ACTIVE_STATUSES).aupdate(
+            cancel_requested=True
+        )
+        await database_sync_to_async(liveness.reap_stale_runs)(session_id=run.session_id)
+    return await Run.objects.select_related("user").aget(pk=run.run_id)

@@ -1,0 +1,84 @@
+"""A run's request to the model, sent while the run's rows are still being written.
+
+The model's first piece is read ahead and held until the run starts (after the commit), so the
+user never sees an answer to a question that was not stored; the rest of the stream waits in
+the connection. Writing the rows and the model's time to its first token overlap instead of
+adding up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sessions_app.engine.registry import registry
+from sessions_app.llm import client as llm
+
+
+class EarlyRequest:
+    def __init__(self, model: str, messages: list[dict[str, Any]], offered: list[Any]) -> None:
+        self.started = time.perf_counter()
+        self.stream = llm.stream_chat(model, messages, offered or None)
+        self.first = asyncio.get_running_loop().create_task(
+            self._read_first(), context=contextvars.Context()
+        )
+        self.first.add_done_callback(_retrieve_exception)
+
+    async def _read_first(self) -> Any:
+        return await anext(self.stream)
+
+    async def items(self) -> AsyncIterator[Any]:
+        try:
+            try:
+                item = await self.first
+            except StopAsyncIteration:
+                return
+            yield item
+            async for item in self.stream:
+                yield item
+        finally:
+            await self.stream.aclose()
+
+    def cancel(self) -> None:
+        """Its run was not created: close the request."""
+        if not self.first.done():
+            self.first.cancel()  # raised inside the stream, which closes its response
+        else:
+            asyncio.get_running_loop().create_task(self.stream.aclose())
+
+
+def _retrieve_exception(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # seen by whoever awaits it; no "never retrieved" warning meanwhile
+
+
+Request = tuple[uuid.UUID, str, list[dict[str, Any]], list[Any]]  # run, model, messages, tools
+
+
+def send_from_thread(loop: asyncio.AbstractEventLoop, requests: list[Request]) -> None:
+    """From the database thread, mid-creation: send these runs' model requests now."""
+
+    def send() -> None:
+        for run_id, model, messages, offered in requests:
+            registry.early[run_id] = EarlyRequest(model, messages, offered)
+
+    try:
+        loop.call_soon_threadsafe(send)
+    except RuntimeError:  # the loop is closing: the runs will not start either
+        pass
+
+
+def claim(run_id: uuid.UUID) -> EarlyRequest | None:
+    return registry.early.pop(run_id, None)
+
+
+def drop_unclaimed() -> None:
+    """After a creation batch: requests whose runs were not created (a conflict, a refusal, an
+    error) are closed."""
+    early = registry.early
+    while early:
+        early.popitem()[1].cancel()

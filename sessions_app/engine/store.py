@@ -1,0 +1,191 @@
+"""The rows a streaming run writes: its tool rounds, its partial answer, and how it ended.
+
+Checkpoints and finishes are batched across runs (see dbthread): under load many runs save in
+the same moment, and each save is one conditional UPDATE whose SQL is made once
+(`statements.update`), so a run finished or stopped elsewhere meanwhile is never overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from sessions_app.engine.plan import Plan
+from sessions_app.engine.registry import registry
+from sessions_app.llm import client as llm
+from sessions_app.models import ACTIVE_STATUSES, CallKind, Message, Role, Run, RunStatus, Session
+from sessions_app.services import accounting, statements, tools
+
+
+@dataclass
+class Call:
+    """One request to the model within a run, as it will be recorded in LLMCall."""
+
+    usage: llm.Usage
+    model: str
+    time_to_first_token: float | None
+    duration: float
+    ok: bool
+    sent: list[dict[str, Any]]
+    error: str = ""
+
+
+def record_call(
+    run: Run,
+    messages: list[dict[str, Any]],
+    text: str,
+    end: llm.StreamEnd | None,
+    first: float | None,
+    duration: float,
+) -> Call:
+    sent = list(messages)  # the caller extends its list with the next round's messages
+    if end is not None:
+        return Call(end.usage, end.model or run.model, first, duration, ok=True, sent=sent)
+    # The upstream never reported usage for a broken or stopped answer: count what we have.
+    usage = llm.Usage(
+        input_tokens=sum(len(m.get("content") or "") for m in messages) // 4,
+        output_tokens=(len(text) + 3) // 4,
+        estimated=True,
+    )
+    return Call(usage, run.model, first, duration, ok=False, sent=sent)
+
+
+def save_tool_round(
+    plan: Plan, assistant_id: int, text: str, asked: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int]:
+    """Store the model's tool calls, run them, store their results; a new answer row follows.
+    The results as the model is sent them, and the new answer row's id."""
+    run = plan.run
+    results: list[dict[str, Any]] = []
+    with transaction.atomic():
+        statements.update(Message, assistant_id, {"content": text, "tool_calls": asked})
+        for call in asked:
+            result = tools.run_tool(run, call)
+            Message.objects.create(
+                run=run,
+                session_id=run.session_id,
+                order=plan.next_order,
+                role=Role.TOOL,
+                content=result,
+                tool_call_id=call.get("id", ""),
+            )
+            plan.next_order += 1
+            results.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": result})
+        answer = Message.objects.create(
+            run=run, session_id=run.session_id, order=plan.next_order, role=Role.ASSISTANT
+        )
+        plan.next_order += 1
+    return results, answer.pk
+
+
+async def checkpoint(run_id: uuid.UUID, content: str, seq: int) -> bool:
+    """Save the partial answer; False when the run was cancelled from elsewhere."""
+    saved = await registry.batcher(_save_checkpoints).submit((run_id, content, seq))
+    if not saved:
+        handle = registry.active.get(run_id)
+        if handle is not None:
+            handle.cancel_requested = True
+    return bool(saved)
+
+
+def _save_checkpoints(items: list[tuple[uuid.UUID, str, int]]) -> list[bool]:
+    """Every due checkpoint in one transaction: which runs may go on (still running, and not
+    asked to stop by another process). One UPDATE each: `bulk_update`'s CASE per column and row
+    costs Django more to build than the separate statements cost to run."""
+    now = timezone.now()
+    with transaction.atomic() if len(items) > 1 else contextlib.nullcontext():
+        return [
+            bool(
+                statements.update(
+                    Run,
+                    run_id,
+                    {"content": content, "content_seq": seq, "heartbeat_at": now},
+                    status=RunStatus.RUNNING,
+                    cancel_requested=False,
+                )
+            )
+            for run_id, content, seq in items
+        ]
+
+
+@dataclass
+class Finish:
+    """How a run ended, to be stored."""
+
+    run: Run
+    status: str
+    content: str
+    error: str
+    calls: list[Call]
+    assistant_id: int
+    final_text: str  # of the last answer row (earlier rounds' text is in their rows)
+    first_token: float | None
+
+
+async def finish(ending: Finish) -> Run:
+    """Store how the run ended; the run as stored (or as another process left it)."""
+    return await registry.batcher(_finish_runs).submit(ending)
+
+
+def _finish_runs(items: list[Finish]) -> list[Run]:
+    """The outcomes of runs that ended together, in one transaction."""
+    now = timezone.now()
+    with transaction.atomic():
+        rows = [[_call_row(item.run, call) for call in item.calls] for item in items]
+        statements.insert([row for per_run in rows for row in per_run])
+        session_ids = {item.run.session_id for item in items}
+        states = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "session_state"))
+        outcomes = [
+            {
+                "status": item.status,
+                "content": item.content,
+                "error": item.error,
+                "finished_at": now,
+                "content_seq": 0,
+                "session_state": states.get(item.run.session_id),
+                **accounting.totals(per_run),
+                # The first token the user saw, whatever tool rounds came first.
+                "time_to_first_token": item.first_token,
+            }
+            for item, per_run in zip(items, rows, strict=True)
+        ]
+        finished = set()
+        for item, outcome in zip(items, outcomes, strict=True):
+            # Not over a run that another process marked interrupted meanwhile.
+            if statements.update(Run, item.run.pk, outcome, status__in=ACTIVE_STATUSES):
+                finished.add(item.run.pk)
+            statements.update(Message, item.assistant_id, {"content": item.final_text})
+        statements.touch_sessions(list(session_ids), now)
+    stored = []
+    for item, outcome in zip(items, outcomes, strict=True):
+        run = item.run
+        if run.pk not in finished:  # reaped meanwhile: that record stands
+            stored.append(Run.objects.select_related("agent", "session", "user").get(pk=run.pk))
+            continue
+        for name, value in outcome.items():
+            setattr(run, name, value)
+        stored.append(run)
+    return stored
+
+
+def _call_row(run: Run, call: Call) -> Any:
+    return accounting.call_row(
+        usage=call.usage,
+        model=call.model,
+        model_provider=run.model_provider,
+        duration=call.duration,
+        ok=call.ok,
+        error=call.error,
+        time_to_first_token=call.time_to_first_token,
+        sent_messages=call.sent,
+        kind=CallKind.CHAT,
+        run=run,
+        session_id=run.session_id,
+        user_id=run.user_id,
+        agent_id=run.agent_id,
+    )
