@@ -9,6 +9,3 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from sessions_app import checks  # noqa: F401  (registers the system checks)
-        from sessions_app.events import fanout, stream
-
-        stream.add_sink(fanout.forward)

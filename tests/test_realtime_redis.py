@@ -15,7 +15,8 @@ import redis
 from channels.layers import get_channel_layer
 
 from project import layers
-from sessions_app.events import fanout as realtime
+from sessions_app import events
+from sessions_app.events.bridge import group_name
 from sessions_app.models import Agent, Run, RunStatus
 from tests.conftest import ROOT, subprocess_env
 from tests.test_consumer import open_tab
@@ -43,7 +44,7 @@ OTHER_PROCESS = textwrap.dedent(
     import asyncio, django, os
     django.setup()
     from django.contrib.auth import get_user_model
-    from sessions_app.events import fanout as realtime
+    from sessions_app import events
     from sessions_app import engine
 
     async def main():
@@ -51,7 +52,7 @@ OTHER_PROCESS = textwrap.dedent(
         handle = await engine.start_run(user, "a long answer, please")
         print(handle.session_id, handle.run_id, flush=True)
         await handle.wait()
-        await realtime.drain()
+        await events.drain()
         # Skip the loop's teardown, where a Redis client's cancelled blocking read can keep it
         # waiting: everything this process had to say has been said.
         os._exit(0)
@@ -117,12 +118,12 @@ async def test_more_sessions_at_once_than_the_pool_has_connections_lose_no_event
     layer = get_channel_layer()
     sessions = [str(uuid.uuid4()) for _ in range(layers.POOL_SIZE + 50)]
     watchers = [await layer.new_channel() for _ in sessions]
-    groups = [realtime.group_name(s) for s in sessions]
+    groups = [group_name(s) for s in sessions]
     # As many sockets joining their sessions' groups at once.
     await asyncio.gather(*map(layer.group_add, groups, watchers))
     for seq, session_id in enumerate(sessions):
-        realtime.forward({"event": "RunContent", "session_id": session_id, "seq": seq})
-    await realtime.drain()
+        events.hub.bridge.forward({"event": "RunContent", "session_id": session_id, "seq": seq})
+    await events.drain()
     received = await asyncio.wait_for(asyncio.gather(*(layer.receive(w) for w in watchers)), 10)
     assert [m["event"]["session_id"] for m in received] == sessions
     assert [m["event"]["seq"] for m in received] == list(range(len(sessions)))

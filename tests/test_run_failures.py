@@ -186,7 +186,7 @@ SERVER_THAT_DIES = textwrap.dedent(
     import asyncio, django, os, sys
     django.setup()
     from django.contrib.auth import get_user_model
-    from sessions_app.events import fanout as realtime
+    from sessions_app import events
     from sessions_app import engine
 
     async def main():
@@ -194,7 +194,7 @@ SERVER_THAT_DIES = textwrap.dedent(
         handle = await engine.start_run(user, "tell me a long story")
         print(handle.run_id, flush=True)
         await handle.wait()
-        await realtime.drain()
+        await events.drain()
         # Skip the loop's teardown, where a Redis client's cancelled blocking read can keep it
         # waiting: everything this process had to say has been said.
         os._exit(0)
@@ -273,7 +273,7 @@ CONTINUE_IN_NEW_PROCESS = textwrap.dedent(
     import asyncio, django, os, sys
     django.setup()
     from django.contrib.auth import get_user_model
-    from sessions_app.events import fanout as realtime
+    from sessions_app import events
     from sessions_app import engine
 
     async def main():
@@ -281,7 +281,7 @@ CONTINUE_IN_NEW_PROCESS = textwrap.dedent(
         handle = await engine.start_run(user, "What was my last question?", session_id=sys.argv[1])
         run = await handle.wait()
         print(run.status, flush=True)
-        await realtime.drain()
+        await events.drain()
         os._exit(0)
 
     asyncio.run(main())

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sessions_app.engine.dbthread import Batcher, Starts
-from sessions_app.events.stream import Event, RunStream
+from sessions_app.events import Event, RunStream, subscribe
 from sessions_app.models import Run
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class RunHandle:
     def events(
         self, after_seq: int = 0, *, idle: float | None = None
     ) -> AsyncIterator[Event | None]:
-        return self.stream.subscribe(after_seq, idle=idle)
+        return subscribe(self.session_id, run_id=self.run_id, after_seq=after_seq, idle=idle)
 
     async def wait(self) -> Run:
         """The run as stored when it ended, its agent, session and user loaded: the engine's

@@ -24,7 +24,7 @@ from sessions_app.engine.errors import InputError, RunConflict
 from sessions_app.engine.generate import generate
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import RunHandle, registry
-from sessions_app.events.stream import open_stream
+from sessions_app.events import open_stream
 from sessions_app.llm import client as llm
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
 from sessions_app.process import WORKER_ID

@@ -15,12 +15,11 @@ import time
 import uuid
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions_app.events.fanout import group_name
+from sessions_app.events import publish_session
 from sessions_app.llm import client as llm
 from sessions_app.models import CallKind, NameSource, Run, RunStatus, Session
 from sessions_app.services import accounting
@@ -229,7 +228,7 @@ async def generate_title(session_id: uuid.UUID) -> str | None:
                 ~Q(name_source=NameSource.USER), pk=session_id
             ).aupdate(session_name=title, name_source=NameSource.MODEL)
             if updated:
-                await _announce_title(session_id, title)
+                publish_session(session_id, "SessionRenamed", title=title)
                 return title
             return None
     return None
@@ -285,11 +284,3 @@ def _unspaced_pairs(text: str) -> set[str]:
 
 def _content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"\w+", text.lower()) if len(w) >= 3 and w not in _STOP_WORDS}
-
-
-async def _announce_title(session_id: uuid.UUID, title: str) -> None:
-    """Tell the open tabs, so sidebar and header change without a reload."""
-    await get_channel_layer().group_send(
-        group_name(session_id),
-        {"type": "session.renamed", "session_id": str(session_id), "title": title},
-    )

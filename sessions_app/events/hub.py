@@ -1,0 +1,183 @@
+"""This process's run streams and subscribers, and `subscribe`: a snapshot, then live events."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sessions_app.events.bridge import Bridge, crosses_processes
+from sessions_app.events.stream import TERMINAL_EVENTS, Event, RunStream
+from sessions_app.models import Run
+from sessions_app.process import WORKER_ID
+
+# How long a process streaming a run may take to say what it streamed so far.
+SNAPSHOT_TIMEOUT = 3.0
+# How long a finished run's events stay here, for a subscriber that comes just after its end.
+FINISHED_KEPT = 60.0
+FINISHED = 2**31  # the seq seen of a run shown as stored: no later event adds to it
+
+
+class _Subscriber:
+    def __init__(self, session_id: str, run_id: str | None) -> None:
+        self.session_id = session_id
+        self.run_id = run_id
+        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.seen: dict[str, int] = {}  # run id -> the last seq given
+
+    def offer(self, event: Event) -> None:
+        if self.run_id is None or event.get("run_id") == self.run_id:
+            self.queue.put_nowait(event)
+
+    def fresh(self, event: Event) -> bool:
+        """Whether the event is news to this subscriber (an event of a run carries its seq)."""
+        run_id = event.get("run_id")
+        if run_id is None:
+            return True
+        if event["seq"] <= self.seen.get(run_id, 0):
+            return False
+        self.seen[run_id] = event["seq"]
+        return True
+
+
+class Hub:
+    def __init__(self) -> None:
+        self.streams: dict[uuid.UUID, RunStream] = {}
+        self.subscribers: dict[str, set[_Subscriber]] = {}  # by session id
+        self.bridge = Bridge(self.deliver, self.snapshot_of)
+
+    def open_stream(self, run_id: uuid.UUID, session_id: uuid.UUID) -> RunStream:
+        stream = self.streams[run_id] = RunStream(run_id, session_id, self.publish)
+        return stream
+
+    def publish(self, event: Event) -> None:
+        self.deliver(event)
+        if crosses_processes():
+            self.bridge.forward(event)
+        if event["event"] in TERMINAL_EVENTS:
+            run_id = uuid.UUID(event["run_id"])
+            asyncio.get_running_loop().call_later(FINISHED_KEPT, self.streams.pop, run_id, None)
+
+    def deliver(self, event: Event) -> None:
+        """To this process's subscribers of the event's session."""
+        for subscriber in tuple(self.subscribers.get(event["session_id"], ())):
+            subscriber.offer(event)
+
+    def live_stream(self, run_id: Any) -> RunStream | None:
+        stream = self.streams.get(uuid.UUID(str(run_id)))
+        return stream if stream is not None and not stream.finished else None
+
+    def snapshot_of(self, run_id: str) -> dict[str, Any]:
+        stream = self.live_stream(run_id)
+        if stream is None:
+            return {"run_id": run_id, "found": False}
+        return {
+            "run_id": run_id,
+            "found": True,
+            "content": stream.content_so_far(),
+            "seq": stream.seq,
+        }
+
+    async def join(self, subscriber: _Subscriber) -> None:
+        self.subscribers.setdefault(subscriber.session_id, set()).add(subscriber)
+        if crosses_processes():
+            await self.bridge.join(subscriber.session_id)
+
+    def leave(self, subscriber: _Subscriber) -> None:
+        watching = self.subscribers.get(subscriber.session_id)
+        if watching is None or subscriber not in watching:
+            return
+        watching.discard(subscriber)
+        if not watching:
+            del self.subscribers[subscriber.session_id]
+        if crosses_processes():
+            self.bridge.leave(subscriber.session_id)
+
+
+hub = Hub()
+open_stream = hub.open_stream
+drain = hub.bridge.drain
+
+
+def publish_session(session_id: Any, event_type: str, **data: Any) -> None:
+    """An event of the session itself (not of a run), e.g. its new title."""
+    hub.publish({"event": event_type, "session_id": str(session_id), **data})
+
+
+async def subscribe(
+    session_id: Any, *, run_id: Any = None, after_seq: int = 0, idle: float | None = None
+) -> AsyncIterator[Event | None]:
+    """Watching a session: first a `Snapshot` (its runs as stored and, for the one streaming,
+    what was streamed so far), then every later event of the session.
+    Following one run: its events after `after_seq`, until its last.
+    With `idle`, None after each `idle` seconds without an event (for keep-alives)."""
+    subscriber = _Subscriber(str(session_id), str(run_id) if run_id else None)
+    # Joined before anything is read: whatever is published from here on reaches the queue.
+    await hub.join(subscriber)
+    try:
+        if run_id is None:
+            yield await _snapshot(subscriber)
+        else:
+            subscriber.seen[str(run_id)] = after_seq
+            stream = hub.streams.get(uuid.UUID(str(run_id)))
+            for event in stream.events if stream is not None else ():
+                if subscriber.fresh(event):
+                    yield event
+                    if event["event"] in TERMINAL_EVENTS:
+                        return
+        async for event in _live(subscriber, idle):
+            yield event
+    finally:
+        hub.leave(subscriber)
+
+
+async def _live(subscriber: _Subscriber, idle: float | None) -> AsyncIterator[Event | None]:
+    while True:
+        try:
+            async with asyncio.timeout(idle):
+                event = await subscriber.queue.get()
+        except TimeoutError:
+            yield None
+            continue
+        if not subscriber.fresh(event):
+            continue
+        yield event
+        if subscriber.run_id is not None and event["event"] in TERMINAL_EVENTS:
+            return
+
+
+async def _snapshot(subscriber: _Subscriber) -> Event:
+    runs = [
+        run
+        async for run in Run.objects.filter(session_id=subscriber.session_id).order_by("position")
+    ]
+    streamed: dict[str, str] = {}
+    for n, run in enumerate(runs):
+        if run.is_active:
+            runs[n], content, seq = await _streamed_so_far(run)
+            if runs[n].is_active:
+                streamed[str(run.run_id)] = content
+        else:
+            seq = FINISHED
+        subscriber.seen[str(run.run_id)] = seq
+    return {
+        "event": "Snapshot",
+        "session_id": subscriber.session_id,
+        "runs": runs,
+        "streamed": streamed,
+    }
+
+
+async def _streamed_so_far(run: Run) -> tuple[Run, str, int]:
+    """The run and its answer so far: exact from the process streaming it, else as stored."""
+    stream = hub.live_stream(run.run_id)
+    if stream is not None:
+        return run, stream.content_so_far(), stream.seq
+    if run.worker != WORKER_ID and crosses_processes():
+        found = await hub.bridge.ask_snapshot(run.worker, str(run.run_id), SNAPSHOT_TIMEOUT)
+        if found is not None and found.get("found"):
+            return run, found["content"], found["seq"]
+    # No process answered for it: it finished a moment ago, or its process died or is slow.
+    run = await Run.objects.aget(pk=run.pk)
+    return run, run.content, FINISHED if not run.is_active else run.content_seq
