@@ -1,6 +1,6 @@
 """The datasets API (CONTRACT §5), staff only: datasets, their items, exports and cards.
 
-Thin adapters, as in sessions_app.api: the gate and the work are in datasets_app.services.
+Thin adapters, as in sessions_app.api.routes: the gate and the work are in datasets_app.services.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from datasets_app.schemas import (
 )
 from datasets_app.services import catalog
 from datasets_app.services.collect import AlreadyInDataset
+from sessions_app.api.pagination import paginate
+from sessions_app.api.schemas import ErrorOut
 from sessions_app.models import User
-from sessions_app.pagination import paginate
-from sessions_app.schemas import ErrorOut
 
 FORMAT_NAMES = ", ".join(export.FORMATS)
 MEDIA_TYPES = ("application/jsonl", "text/csv")

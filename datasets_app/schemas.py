@@ -11,8 +11,8 @@ from pydantic import BeforeValidator, ConfigDict, StrictBool, StringConstraints,
 
 from datasets_app import export
 from datasets_app.models import DatasetItem
-from sessions_app.api_types import NO_NUL, Body, Id, Text, json_integer
-from sessions_app.pagination import ListQuery, PageMeta
+from sessions_app.api.pagination import ListQuery, PageMeta
+from sessions_app.api.types import NO_NUL, Body, Id, Text, json_integer
 
 Status = Literal["pending", "accepted", "rejected"]
 SplitName = Literal["train", "validation", "test"]

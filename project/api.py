@@ -12,10 +12,10 @@ from ninja.parser import Parser
 
 from datasets_app.api import datasets_router
 from datasets_app.api import install_error_handlers as install_dataset_errors
-from sessions_app import sse
-from sessions_app.api import agents_router, metrics_router, runs_router, sessions_router
-from sessions_app.api_auth import AUTH
-from sessions_app.api_errors import install_error_handlers
+from sessions_app.api import sse
+from sessions_app.api.auth import AUTH
+from sessions_app.api.errors import install_error_handlers
+from sessions_app.api.routes import agents_router, metrics_router, runs_router, sessions_router
 
 
 def _keys_as_property_names(node: Any) -> None:

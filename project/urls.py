@@ -4,8 +4,8 @@ from django.contrib import admin
 from django.urls import include, path
 
 from project.api import api
-from sessions_app import views
 from sessions_app.admin.dashboard import dashboard_view
+from sessions_app.web import views
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
@@ -13,7 +13,7 @@ urlpatterns = [
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
-    path("accounts/", include("sessions_app.auth_urls")),
-    path("tokens/", include("sessions_app.token_urls")),
-    path("", include("sessions_app.urls")),
+    path("accounts/", include("sessions_app.web.auth_urls")),
+    path("tokens/", include("sessions_app.web.token_urls")),
+    path("", include("sessions_app.web.urls")),
 ]

@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from sessions_app import sse
+from sessions_app.api import sse
 from sessions_app.engine.registry import registry
 from sessions_app.models import Agent, Run, RunStatus, Session
 from tests.apiclient import asgi_client, default_agent, read_events

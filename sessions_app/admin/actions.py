@@ -13,8 +13,8 @@ from django.http import HttpRequest, StreamingHttpResponse
 from django.utils import timezone
 
 from datasets_app.services import rules
+from sessions_app.api.schemas import MessageOut, RunOut, SessionOut
 from sessions_app.models import ACTIVE_STATUSES, Message, Run, Session
-from sessions_app.schemas import MessageOut, RunOut, SessionOut
 from sessions_app.services.sessions import with_metrics
 
 CHUNK = 200

@@ -10,14 +10,11 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessions_app.engine.dbthread import Batcher, Starts
 from sessions_app.events import Event, RunStream, subscribe
 from sessions_app.models import Run
-
-if TYPE_CHECKING:
-    from sessions_app.engine.early import EarlyRequest
 
 
 @dataclass
@@ -50,7 +47,7 @@ class ProcessRuns:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._batchers: dict[str, Batcher] = {}
         self._starts = Starts()
-        self._early: dict[uuid.UUID, EarlyRequest] = {}
+        self._early: dict[uuid.UUID, Any] = {}  # early.EarlyRequest, by run
 
     def ids(self) -> list[uuid.UUID]:
         """Runs this process vouches for."""
@@ -78,7 +75,7 @@ class ProcessRuns:
         return self._starts
 
     @property
-    def early(self) -> dict[uuid.UUID, EarlyRequest]:
+    def early(self) -> dict[uuid.UUID, Any]:
         """Model requests sent for runs being created, until their runs start."""
         self._bind()
         return self._early

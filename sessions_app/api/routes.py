@@ -12,12 +12,11 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
-from sessions_app import engine, sse
-from sessions_app.api_auth import RUN_AUTH
-from sessions_app.llm.client import status_for_error
-from sessions_app.models import Run, RunStatus, User
-from sessions_app.pagination import paginate
-from sessions_app.schemas import (
+from sessions_app import engine
+from sessions_app.api import sse
+from sessions_app.api.auth import RUN_AUTH
+from sessions_app.api.pagination import paginate
+from sessions_app.api.schemas import (
     AgentIn,
     AgentList,
     AgentListQuery,
@@ -40,6 +39,8 @@ from sessions_app.schemas import (
     SessionPatch,
     UpstreamErrorOut,
 )
+from sessions_app.llm.client import status_for_error
+from sessions_app.models import Run, RunStatus, User
 from sessions_app.services import agents as agent_service
 from sessions_app.services import feedback, metrics
 from sessions_app.services import sessions as session_service

@@ -20,9 +20,9 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from sessions_app.llm import client as llm
 from sessions_app.models import Agent, Session
-from sessions_app.rendering import render_session_item, run_view, tools_by_run
 from sessions_app.services import feedback, sessions
 from sessions_app.services.access import NotFound, get_session_for_user
+from sessions_app.web.rendering import render_session_item, run_view, tools_by_run
 
 SIDEBAR_PAGE_SIZE = 30
 

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from ninja import Field, Schema
 from pydantic import BeforeValidator
 
-from sessions_app.api_types import integer_text
+from sessions_app.api.types import integer_text
 
 MAX_LIMIT = 100
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app import account_views, views
+from sessions_app.web import account_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal
 from ninja import Field, Schema
 from pydantic import BeforeValidator, StrictBool, StringConstraints
 
-from sessions_app.api_types import (
+from sessions_app.api.pagination import ListQuery, PageMeta
+from sessions_app.api.types import (
     NO_NUL,
     VISIBLE,
     Body,
@@ -23,7 +24,6 @@ from sessions_app.api_types import (
     json_integer,
 )
 from sessions_app.models import Run, Session
-from sessions_app.pagination import ListQuery, PageMeta
 from sessions_app.services.sessions import session_metrics
 
 

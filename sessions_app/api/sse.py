@@ -9,8 +9,8 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 
+from sessions_app.api.schemas import RUN_EVENTS
 from sessions_app.engine import RunHandle
-from sessions_app.schemas import RUN_EVENTS
 
 # A comment line this often while the model is silent, so proxies keep the connection open.
 KEEPALIVE_SECONDS = 15.0

@@ -19,10 +19,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import PermissionDenied
 
-from sessions_app import engine, events, rendering
+from sessions_app import engine, events
 from sessions_app.models import Session
 from sessions_app.services import ratelimit
 from sessions_app.services.access import NotFound, get_run_for_owner, get_session_for_user
+from sessions_app.web import rendering
 
 log = logging.getLogger("parley.chat")
 

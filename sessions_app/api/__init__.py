@@ -1,0 +1,1 @@
+"""The REST API's door: routes, bearer and cookie auth, errors, schemas, pagination, SSE."""
