@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.upstream import ScriptedUpstream
+from testkit.upstream import ScriptedUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ from django.test import Client
 
 from sessions_app.models import Agent, CallKind, LLMCall
 from sessions_app.services import memory, runs
-from tests.upstream import Reply
+from testkit.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,9 +14,9 @@ from django.test import Client
 from sessions_app import sse
 from sessions_app.models import Agent, Run, RunStatus, Session
 from sessions_app.services import runs
+from testkit.upstream import Reply
 from tests.apiclient import asgi_client, default_agent, read_events
 from tests.asgiclient import ASGIClient
-from tests.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -366,7 +366,7 @@ async def test_cancelling_a_streaming_run_stops_it_and_answers_the_cancelled_run
 
 
 async def test_cancelling_a_finished_run_changes_nothing(as_alice, agent, upstream):
-    from tests.querycount import count_queries
+    from testkit.querycount import count_queries
 
     run = (await post(as_alice, "/api/runs", {"input": "quick"})).json()
     with count_queries() as counted:

@@ -14,7 +14,7 @@ from django.test import Client
 
 from project.asgi import application
 from sessions_app.models import Agent, Run, RunStatus, Session
-from tests.upstream import Reply
+from testkit.upstream import Reply
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,8 +15,8 @@ from datasets_app.services import collect
 from datasets_app.services.snapshot import conversation
 from sessions_app.models import Agent, Run, RunStatus, Session
 from sessions_app.services import runs
+from testkit.upstream import Reply
 from tests.apiclient import api_client, stored_run
-from tests.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -29,8 +29,8 @@ from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemStatus
 from datasets_app.services import collect, snapshot
 from sessions_app.models import Agent, Run, User
 from sessions_app.services import feedback, runs
+from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
-from tests.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,7 +18,7 @@ from sessions_app.models import (
     Session,
 )
 from sessions_app.services import memory, runs, sessions, tools
-from tests.upstream import Reply
+from testkit.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,9 +17,9 @@ from channels.layers import get_channel_layer
 from project import layers
 from sessions_app.models import Agent, Run, RunStatus
 from sessions_app.services import realtime
+from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
 from tests.test_consumer import open_tab
-from tests.upstream import Reply
 
 REDIS_URL = os.getenv("REDIS_URL") or "redis://127.0.0.1:6379/0"
 

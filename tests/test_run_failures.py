@@ -15,8 +15,8 @@ import pytest
 
 from sessions_app.models import Agent, Message, Run, RunStatus
 from sessions_app.services import liveness, runs
+from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
-from tests.upstream import Reply
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from sessions_app.models import Agent, LLMCall, Message, Run, RunStatus, Session
 from sessions_app.services import runs, sessions
 from sessions_app.services.access import NotFound
-from tests.upstream import Reply
+from testkit.upstream import Reply
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -291,7 +291,7 @@ async def test_a_summary_is_shown_in_the_system_message(alice, agent, upstream):
 async def test_naming_the_sessions_own_agent_costs_no_query_and_another_agent_is_used(
     alice, agent, upstream
 ):
-    from tests.querycount import count_queries
+    from testkit.querycount import count_queries
 
     other = await Agent.objects.acreate(name="Other", model="other-model")
     first, _ = await run_to_end(alice, "one")
@@ -312,7 +312,7 @@ async def test_naming_the_sessions_own_agent_costs_no_query_and_another_agent_is
 async def test_the_number_of_queries_does_not_grow_with_the_answer(
     alice, agent, upstream, settings
 ):
-    from tests.querycount import count_queries
+    from testkit.querycount import count_queries
 
     # Checkpoints and the process's heartbeat come by the clock (a second, ten seconds), so on a
     # slow machine a long answer meets more of them: the count here is of everything else.
@@ -395,7 +395,7 @@ async def test_many_streams_at_once_fill_pools_of_bounded_size_and_keep_their_co
 
 
 async def test_runs_started_in_the_same_instant_are_created_together(alice, bob, agent, upstream):
-    from tests.querycount import count_queries
+    from testkit.querycount import count_queries
 
     a1, _ = await run_to_end(alice, "a1 first")
     await run_to_end(alice, "a1 second", session_id=a1.session_id)

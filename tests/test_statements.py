@@ -14,8 +14,8 @@ from django.utils import timezone
 from sessions_app.models import Agent, ApiToken, Message, Role, Run, RunStatus, Session
 from sessions_app.services import statements
 from sessions_app.services.tokens import _digest, create_token
+from testkit.querycount import count_queries
 from tests.apiclient import stored_run
-from tests.querycount import count_queries
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 
 from sessions_app.models import Agent, Run, RunStatus, Session, User
-from tests.upstream import Reply, ScriptedUpstream
+from testkit.upstream import Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
