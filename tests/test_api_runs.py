@@ -15,7 +15,7 @@ from sessions_app import sse
 from sessions_app.models import Agent, Run, RunStatus, Session
 from sessions_app.services import runs
 from testkit.upstream import Reply
-from tests.apiclient import asgi_client, default_agent, read_events
+from tests.apiclient import asgi_client, read_events
 from tests.asgiclient import ASGIClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,11 +49,6 @@ METRIC_FIELDS = {
     "usage_estimated",
     "cost",
 }
-
-
-@pytest.fixture
-def agent(db) -> Agent:
-    return default_agent()
 
 
 @pytest.fixture

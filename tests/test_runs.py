@@ -17,15 +17,6 @@ from tests.waiting import until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True,
-        defaults={"name": "Assistant", "model": "scripted", "instructions": "Be brief."},
-    )
-    return agent
-
-
 async def run_to_end(user, text: str, **kwargs):
     handle = await runs.start_run(user, text, **kwargs)
     events = [event async for event in handle.events()]
@@ -36,11 +27,13 @@ def sent_dialogue(request: dict) -> list[tuple[str, str]]:
     return [(m["role"], m["content"]) for m in request["messages"] if m["role"] != "system"]
 
 
-async def test_a_run_without_session_id_creates_a_session_visible_at_once(alice, agent, upstream):
+async def test_a_run_without_session_id_creates_a_session_visible_at_once(
+    alice, brief_agent, upstream
+):
     upstream.script(Reply("Hello Alice.", first_delay=0.5))
     handle = await runs.start_run(alice, "Hi there")
     session = await Session.objects.aget(pk=handle.session_id)
-    assert session.user_id == alice.pk and session.agent_id == agent.pk
+    assert session.user_id == alice.pk and session.agent_id == brief_agent.pk
     assert (await Run.objects.aget(pk=handle.run_id)).status == RunStatus.RUNNING
 
     run = await handle.wait()
@@ -239,7 +232,9 @@ async def test_usage_reported_by_the_upstream_is_used(alice, agent, upstream):
     assert events[-1]["metrics"]["total_tokens"] == 47
 
 
-async def test_without_usage_tokens_are_counted_with_the_servers_tokenizer(alice, agent, upstream):
+async def test_without_usage_tokens_are_counted_with_the_servers_tokenizer(
+    alice, brief_agent, upstream
+):
     upstream.script(Reply("one two three four five", usage=False))
     run, _ = await run_to_end(alice, "count these words")
     assert run.usage_estimated is True
