@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from bench import seeding
 from sessions_app.models import Agent, CallKind, LLMCall, RolledDay, Run, RunStatus, Session
-from tests.querycount import count_queries
+from testkit.querycount import count_queries
 
 RUNS_PER_SESSION = 10
 USERS = 1000

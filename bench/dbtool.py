@@ -37,7 +37,7 @@ from sessions_app.models import (  # noqa: E402
     Session,
 )
 from sessions_app.services.tokens import create_token  # noqa: E402
-from tests.querycount import Counted, count_queries  # noqa: E402
+from testkit.querycount import Counted, count_queries  # noqa: E402
 
 User = get_user_model()
 BATCH = 2000

@@ -2,7 +2,7 @@
 
 Every scenario talks to the same process, so Direct, Parley and Naive are measured against the
 same server without restarts: the model `bench:200:0.05` answers 200 tokens, 0.05 s apart. Any
-other model gets the echo reply of tests.upstream.
+other model gets the echo reply of testkit.upstream.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 import contextlib
 import threading
 
-from tests.upstream import Reply, ScriptedUpstream, echo_reply
+from testkit.upstream import Reply, ScriptedUpstream, echo_reply
 
 
 def model_name(tokens: int, delay: float) -> str:

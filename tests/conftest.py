@@ -3,12 +3,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.upstream import ScriptedUpstream
+from testkit.upstream import ScriptedUpstream
+
+if TYPE_CHECKING:
+    from sessions_app.models import Agent
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,6 +56,22 @@ def staff(django_user_model):
     reading = Permission.objects.filter(codename__in=["view_run", "view_llmcall"])
     user.user_permissions.add(*reading)
     return user
+
+
+@pytest.fixture
+def agent(db) -> Agent:
+    """The default agent, Assistant, on the scripted model and with no instructions."""
+    from tests.apiclient import default_agent
+
+    return default_agent()
+
+
+@pytest.fixture
+def brief_agent(agent: Agent) -> Agent:
+    """The default agent told "Be brief.": its requests start with that system message."""
+    agent.instructions = "Be brief."
+    agent.save(update_fields=["instructions"])
+    return agent
 
 
 def database_url_for_subprocess() -> str:

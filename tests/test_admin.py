@@ -46,22 +46,23 @@ def root(superuser) -> Client:
 
 
 @pytest.fixture
-def agent() -> Agent:
+def helper_agent() -> Agent:
+    """An agent besides the default one: the session list shows its name, Helper."""
     return Agent.objects.create(name="Helper", model="scripted", instructions="Be brief.")
 
 
 @pytest.fixture
-def sessions(alice, agent) -> list[Session]:
+def sessions(alice, helper_agent) -> list[Session]:
     return Session.objects.bulk_create(
-        [Session(user=alice, agent=agent, session_name=f"chat {i}") for i in range(3)]
+        [Session(user=alice, agent=helper_agent, session_name=f"chat {i}") for i in range(3)]
     )
 
 
 @pytest.fixture
-def conversation(alice, agent) -> Session:
+def conversation(alice, helper_agent) -> Session:
     """A session of three runs: a tool call, a rated answer in Markdown, a failed run."""
     session = Session.objects.create(
-        user=alice, agent=agent, session_name="Weather talk", summary={"summary": "Talked."}
+        user=alice, agent=helper_agent, session_name="Weather talk", summary={"summary": "Talked."}
     )
     first = stored_run(session, "What's the weather?", "", duration=1.727307221999979)
     first.messages.filter(role=Role.ASSISTANT).update(
@@ -162,9 +163,9 @@ def test_the_session_list_shows_what_each_session_cost_and_whether_it_failed(roo
     ],
 )
 def test_sessions_are_found_by_errors_feedback_owner_and_name(
-    root, conversation, bob, agent, query, expected
+    root, conversation, bob, helper_agent, query, expected
 ):
-    Session.objects.create(user=bob, agent=agent, session_name="Quiet")
+    Session.objects.create(user=bob, agent=helper_agent, session_name="Quiet")
     page = root.get(f"/admin/sessions_app/session/?{query}").content.decode()
     found = [name for name in ("Weather talk", "Quiet") if f">{name}<" in page]
     assert found == expected
@@ -357,7 +358,9 @@ def test_selected_sessions_export_as_json_in_the_apis_shape(root, conversation, 
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_an_export_larger_than_a_page_streams_every_run_oldest_first(superuser, alice, agent):
+async def test_an_export_larger_than_a_page_streams_every_run_oldest_first(
+    superuser, alice, helper_agent
+):
     from asgiref.sync import sync_to_async
     from django.test import AsyncClient
 
@@ -365,7 +368,7 @@ async def test_an_export_larger_than_a_page_streams_every_run_oldest_first(super
 
     @sync_to_async
     def seed() -> None:
-        session = Session.objects.create(user=alice, agent=agent, session_name="Long")
+        session = Session.objects.create(user=alice, agent=helper_agent, session_name="Long")
         for i in range(actions.CHUNK + 7):
             run = stored_run(session, f"q{i}", f"a{i}")
             Run.objects.filter(pk=run.pk).update(
@@ -423,10 +426,10 @@ def _queries(client: Client, path: str) -> int:
         "/admin/sessions_app/agent/",
     ],
 )
-def test_a_list_costs_the_same_queries_for_three_rows_or_thirty(root, alice, agent, path):
+def test_a_list_costs_the_same_queries_for_three_rows_or_thirty(root, alice, helper_agent, path):
     def grow(n: int) -> None:
         for i in range(n):
-            session = Session.objects.create(user=alice, agent=agent, session_name=f"s{i}")
+            session = Session.objects.create(user=alice, agent=helper_agent, session_name=f"s{i}")
             stored_run(session, f"q{i}", f"a{i}")
 
     grow(3)

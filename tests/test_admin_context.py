@@ -9,27 +9,23 @@ from django.test import Client
 from sessions_app import engine
 from sessions_app.models import Agent, CallKind, LLMCall
 from sessions_app.services import memory
-from tests.upstream import Reply
+from testkit.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True,
-        defaults={
-            "name": "Assistant",
-            "model": "scripted",
-            "instructions": "Answer briefly.",
-            "search_session_history": True,
-        },
-    )
+def instructed_searching_agent(agent: Agent) -> Agent:
+    """The default agent with instructions and the past-session tools: what it sends holds a
+    system message and, once it looks a session up, the tool's result."""
+    agent.instructions = "Answer briefly."
+    agent.search_session_history = True
+    agent.save(update_fields=["instructions", "search_session_history"])
     return agent
 
 
 async def test_each_model_call_keeps_the_messages_it_was_sent(
-    alice, agent, upstream, django_user_model
+    alice, instructed_searching_agent, upstream, django_user_model
 ):
     first = await (await engine.start_run(alice, "My name is Alice.")).wait()
     lookup = {"id": "call_7", "name": "get_previous_session_messages", "arguments": {}}
@@ -55,7 +51,9 @@ async def test_each_model_call_keeps_the_messages_it_was_sent(
     assert "My name is Alice." in html and "result of call_7" in html
 
 
-async def test_title_calls_keep_what_they_were_sent(alice, agent, upstream, settings):
+async def test_title_calls_keep_what_they_were_sent(
+    alice, instructed_searching_agent, upstream, settings
+):
     settings.PARLEY_GENERATE_TITLES = True
     upstream.script(Reply("Bread is flour and water."), Reply("Baking bread at home"))
     run = await (await engine.start_run(alice, "How do I bake bread at home?")).wait()

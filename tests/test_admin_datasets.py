@@ -53,11 +53,6 @@ def staff_with(django_user_model, name: str, *codenames: str) -> Client:
 
 
 @pytest.fixture
-def agent() -> Agent:
-    return Agent.objects.create(name="Helper", model="scripted", instructions="")
-
-
-@pytest.fixture
 def good() -> Dataset:
     return Dataset.objects.create(name="good")
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from sessions_app.models import Agent, RunStatus, Session
-from tests.apiclient import api_client, default_agent, stored_run
+from tests.apiclient import api_client, stored_run
 
 pytestmark = pytest.mark.django_db
 
@@ -34,11 +34,6 @@ AGENT_FIELDS = {
     "created_at",
     "updated_at",
 }
-
-
-@pytest.fixture
-def agent() -> Agent:
-    return default_agent()
 
 
 def send(client, method: str, path: str, body: dict | None = None):

@@ -14,7 +14,7 @@ from django.test import Client
 
 from datasets_app.models import Dataset, DatasetItem
 from sessions_app.models import Agent, RunStatus, Session
-from tests.apiclient import api_client, default_agent, stored_run
+from tests.apiclient import api_client, stored_run
 
 pytestmark = pytest.mark.django_db
 
@@ -48,11 +48,6 @@ FEWSHOT_FIELDS = ("fewshot_dataset_id", "fewshot_count", "fewshot_order")
 NO_ITEMS = dict.fromkeys(
     ["pending", "accepted", "rejected", "train", "validation", "test", "total"], 0
 )
-
-
-@pytest.fixture
-def agent() -> Agent:
-    return default_agent()
 
 
 @pytest.fixture

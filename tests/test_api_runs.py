@@ -14,9 +14,9 @@ from django.test import Client
 from sessions_app.api import sse
 from sessions_app.engine.registry import registry
 from sessions_app.models import Agent, Run, RunStatus, Session
-from tests.apiclient import asgi_client, default_agent, read_events
+from testkit.upstream import Reply
+from tests.apiclient import asgi_client, read_events
 from tests.asgiclient import ASGIClient
-from tests.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,11 +49,6 @@ METRIC_FIELDS = {
     "usage_estimated",
     "cost",
 }
-
-
-@pytest.fixture
-def agent(db) -> Agent:
-    return default_agent()
 
 
 @pytest.fixture
@@ -366,7 +361,7 @@ async def test_cancelling_a_streaming_run_stops_it_and_answers_the_cancelled_run
 
 
 async def test_cancelling_a_finished_run_changes_nothing(as_alice, agent, upstream):
-    from tests.querycount import count_queries
+    from testkit.querycount import count_queries
 
     run = (await post(as_alice, "/api/runs", {"input": "quick"})).json()
     with count_queries() as counted:

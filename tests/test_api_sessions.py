@@ -11,7 +11,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from sessions_app.models import Agent, Run, RunStatus, Session
-from tests.apiclient import api_client, default_agent, stored_run
+from tests.apiclient import api_client, stored_run
 
 pytestmark = pytest.mark.django_db
 
@@ -28,11 +28,6 @@ SESSION_FIELDS = {
     "created_at",
     "updated_at",
 }
-
-
-@pytest.fixture
-def agent() -> Agent:
-    return default_agent()
 
 
 @pytest.fixture

@@ -5,17 +5,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from sessions_app.models import Agent, Message, Run, RunStatus, Session
+from sessions_app.models import Message, Run, RunStatus, Session
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True, defaults={"name": "Assistant", "model": "scripted", "instructions": ""}
-    )
-    return agent
 
 
 def make_session(user, agent, name="", turns=(("hi", "hello"),), status=RunStatus.COMPLETED):

@@ -13,19 +13,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from project.asgi import application
-from sessions_app.models import Agent, Run, RunStatus, Session
-from tests.upstream import Reply
+from sessions_app.models import Run, RunStatus, Session
+from testkit.upstream import Reply
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True, defaults={"name": "Assistant", "model": "scripted", "instructions": ""}
-    )
-    return agent
 
 
 async def cookie_for(user) -> bytes:

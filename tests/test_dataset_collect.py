@@ -15,19 +15,10 @@ from datasets_app.services import collect
 from datasets_app.services.snapshot import conversation
 from sessions_app import engine
 from sessions_app.models import Agent, Run, RunStatus, Session
+from testkit.upstream import Reply
 from tests.apiclient import api_client, stored_run
-from tests.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True,
-        defaults={"name": "Assistant", "model": "scripted", "instructions": "Be brief."},
-    )
-    return agent
 
 
 @pytest.fixture
@@ -64,7 +55,7 @@ def exported(item: DatasetItem) -> list[dict]:
 
 
 async def test_a_run_item_is_the_context_the_model_was_sent_and_its_answer(
-    alice, agent, dataset, upstream
+    alice, brief_agent, dataset, upstream
 ):
     first = await finish(alice, "My name is Alice.")
     upstream.script(Reply("You are Alice."))
@@ -113,7 +104,7 @@ async def test_tool_calls_and_their_results_are_kept_with_the_tool_offered(
 
 
 async def test_later_changes_to_the_session_leave_the_item_as_it_was(
-    alice, agent, dataset, upstream
+    alice, brief_agent, dataset, upstream
 ):
     first = await finish(alice, "Green or black?")
     run = await finish(alice, "And for the evening?", session_id=first.session_id)
@@ -121,7 +112,7 @@ async def test_later_changes_to_the_session_leave_the_item_as_it_was(
     kept = (item.messages, item.content_hash)
 
     await finish(alice, "One more question.", session_id=run.session_id)
-    await Agent.objects.filter(pk=agent.pk).aupdate(instructions="Be verbose.")
+    await Agent.objects.filter(pk=brief_agent.pk).aupdate(instructions="Be verbose.")
     client = await sync_to_async(api_client)(alice)
     renamed = await sync_to_async(client.patch)(
         f"/api/sessions/{run.session_id}", {"session_name": "renamed"},
@@ -138,7 +129,7 @@ async def test_later_changes_to_the_session_leave_the_item_as_it_was(
     assert again.run_id is None and again.source_run_id == run.run_id  # provenance outlives it
 
 
-async def test_the_same_run_is_added_once(alice, agent, dataset, upstream):
+async def test_the_same_run_is_added_once(alice, brief_agent, dataset, upstream):
     run = await finish(alice, "Tea?")
     await add_run(dataset, run)
     with pytest.raises(collect.AlreadyInDataset) as refused:
@@ -150,7 +141,7 @@ async def test_the_same_run_is_added_once(alice, agent, dataset, upstream):
     assert len(await add_run(other, run)) == 1
 
 
-async def test_a_run_that_failed_has_nothing_to_learn_from(alice, agent, dataset, upstream):
+async def test_a_run_that_failed_has_nothing_to_learn_from(alice, brief_agent, dataset, upstream):
     upstream.script(Reply(status=500, error_message="model down"))
     handle = await engine.start_run(alice, "Tea?")
     failed = await handle.wait()
@@ -160,7 +151,9 @@ async def test_a_run_that_failed_has_nothing_to_learn_from(alice, agent, dataset
     assert not await DatasetItem.objects.aexists()
 
 
-async def test_a_session_item_holds_every_completed_run_in_order(alice, agent, dataset, upstream):
+async def test_a_session_item_holds_every_completed_run_in_order(
+    alice, brief_agent, dataset, upstream
+):
     first = await finish(alice, "one")
     upstream.script(Reply(status=500, error_message="model down"))
     await (await engine.start_run(alice, "two", session_id=first.session_id)).wait()
@@ -196,9 +189,9 @@ def test_the_split_follows_from_the_id_in_the_datasets_proportions(db):
     assert share[Split.TRAIN] == pytest.approx(0.50, abs=0.03)
 
 
-def test_items_land_in_the_split_of_their_id_unless_told(alice, agent, db):
+def test_items_land_in_the_split_of_their_id_unless_told(alice, brief_agent, db):
     dataset = Dataset.objects.create(name="splits", validation_percent=30, test_percent=30)
-    chat = Session.objects.create(user=alice, agent=agent)
+    chat = Session.objects.create(user=alice, agent=brief_agent)
     items = [collect.add_run(dataset, stored_run(chat, f"q{n}", f"a{n}"))[0] for n in range(60)]
     assert all(item.split == collect.split_for(dataset, item.item_id) for item in items)
     assert {item.split for item in items} == set(Split.values)
@@ -216,10 +209,10 @@ def rate(client: Client, run: Run, rating: int) -> None:
 
 
 async def test_a_rule_adds_runs_of_its_agent_when_their_owner_rates_them_up(
-    alice, agent, other_agent, dataset, upstream
+    alice, brief_agent, other_agent, dataset, upstream
 ):
     await DatasetRule.objects.acreate(
-        dataset=dataset, agent=agent, rating=1, rated_by="user", sample_percent=100
+        dataset=dataset, agent=brief_agent, rating=1, rated_by="user", sample_percent=100
     )
     good = await finish(alice, "Good question")
     bad = await finish(alice, "Bad question")
@@ -237,9 +230,9 @@ async def test_a_rule_adds_runs_of_its_agent_when_their_owner_rates_them_up(
     assert await DatasetItem.objects.acount() == 1
 
 
-def test_a_rule_samples_the_same_runs_every_time(alice, agent, dataset):
+def test_a_rule_samples_the_same_runs_every_time(alice, brief_agent, dataset):
     DatasetRule.objects.create(dataset=dataset, rating=1, sample_percent=50)
-    chat = Session.objects.create(user=alice, agent=agent)
+    chat = Session.objects.create(user=alice, agent=brief_agent)
     rated = [stored_run(chat, f"q{n}", f"a{n}") for n in range(100)]
     client = api_client(alice)
     for run in rated:
@@ -253,11 +246,11 @@ def test_a_rule_samples_the_same_runs_every_time(alice, agent, dataset):
     assert set(DatasetItem.objects.values_list("source_run_id", flat=True)) == taken
 
 
-def test_staff_ratings_in_the_admin_trigger_staff_rules_only(alice, agent, dataset, db):
+def test_staff_ratings_in_the_admin_trigger_staff_rules_only(alice, brief_agent, dataset, db):
     for_staff = DatasetRule.objects.create(dataset=dataset, rating=1, rated_by="staff")
     users_set = Dataset.objects.create(name="users-choice")
     DatasetRule.objects.create(dataset=users_set, rating=1, rated_by="user")
-    chat = Session.objects.create(user=alice, agent=agent)
+    chat = Session.objects.create(user=alice, agent=brief_agent)
     picked, left = stored_run(chat, "q1", "a1"), stored_run(chat, "q2", "a2")
     root = Client()
     root.force_login(type(alice).objects.create_superuser("root", password="root-pass-123"))
@@ -292,7 +285,7 @@ async def regenerated(alice, upstream) -> tuple[Run, Run]:
 
 @pytest.mark.parametrize("side", ["rejected", "chosen"])
 async def test_a_regeneration_rated_oppositely_makes_a_pair_whichever_side_is_added(
-    alice, agent, dataset, upstream, side
+    alice, brief_agent, dataset, upstream, side
 ):
     worse, better = await regenerated(alice, upstream)
     items = await add_run(dataset, worse if side == "rejected" else better)
@@ -314,7 +307,7 @@ async def test_a_regeneration_rated_oppositely_makes_a_pair_whichever_side_is_ad
     assert [i.source for i in other] == [ItemSource.RUN]
 
 
-async def test_answers_rated_alike_make_no_pair(alice, agent, dataset, upstream):
+async def test_answers_rated_alike_make_no_pair(alice, brief_agent, dataset, upstream):
     first = await finish(alice, "Tea?")
     second = await finish(alice, "Tea?", session_id=first.session_id)
     client = await sync_to_async(api_client)(alice)
@@ -327,12 +320,12 @@ async def test_answers_rated_alike_make_no_pair(alice, agent, dataset, upstream)
 
 
 def test_runs_of_users_who_opted_out_are_collected_but_not_exported(
-    alice, bob, agent, dataset, staff
+    alice, bob, brief_agent, dataset, staff
 ):
     bob.allow_training = False
     bob.save()
-    chat_a = Session.objects.create(user=alice, agent=agent)
-    chat_b = Session.objects.create(user=bob, agent=agent)
+    chat_a = Session.objects.create(user=alice, agent=brief_agent)
+    chat_b = Session.objects.create(user=bob, agent=brief_agent)
     collect.add_run(dataset, stored_run(chat_a, "alice asks", "alice's answer"), status="accepted")
     collect.add_run(dataset, stored_run(chat_b, "bob asks", "bob's answer"), status="accepted")
     assert DatasetItem.objects.count() == 2

@@ -30,8 +30,8 @@ from datasets_app.services import collect, snapshot
 from sessions_app import engine
 from sessions_app.models import Agent, Run, User
 from sessions_app.services import feedback
+from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
-from tests.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,17 +44,12 @@ def item_id(n: int) -> uuid.UUID:
 
 
 @pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True,
-        defaults={
-            "name": "Assistant",
-            "model": "scripted",
-            "instructions": "Be brief.",
-            "enable_agentic_state": True,
-        },
-    )
-    return agent
+def state_tool_agent(brief_agent: Agent) -> Agent:
+    """The default agent told "Be brief." and given the tool that updates session state, so the
+    runs exported hold a system message, a tool call and its result."""
+    brief_agent.enable_agentic_state = True
+    brief_agent.save(update_fields=["enable_agentic_state"])
+    return brief_agent
 
 
 async def finish(user, text: str, **kwargs) -> Run:
@@ -95,7 +90,7 @@ def _curate(dataset_runs: dict[str, Run], staff) -> Dataset:
 
 
 @pytest.fixture
-async def dataset(alice, bob, staff, agent, upstream) -> Dataset:
+async def dataset(alice, bob, staff, state_tool_agent, upstream) -> Dataset:
     upstream.script(
         Reply(tool_calls=[{"id": "call_1", "name": "update_session_state",
                            "arguments": {"changes": {"city": "Paris"}}}]),
@@ -480,12 +475,12 @@ def test_the_card_lists_the_first_hundred_findings_and_counts_the_rest(dataset, 
     assert "… and 10 more: role order 10." in text
 
 
-def test_the_card_shows_names_and_descriptions_as_text_never_as_html(dataset, agent):
+def test_the_card_shows_names_and_descriptions_as_text_never_as_html(dataset, state_tool_agent):
     dataset.description = "<script>alert(1)</script> & `code`\r\n<img src=x onerror=alert(2)>"
     dataset.save()
-    agent.name = "<b onmouseover=alert(3)>Evil</b>"
-    agent.save()
-    DatasetRule.objects.create(dataset=dataset, agent=agent, rating=-1)
+    state_tool_agent.name = "<b onmouseover=alert(3)>Evil</b>"
+    state_tool_agent.save()
+    DatasetRule.objects.create(dataset=dataset, agent=state_tool_agent, rating=-1)
     DatasetItem.objects.filter(pk=item_id(1)).update(model="<iframe src=//x>|`m`")
     text = export.card(dataset, "openai-chat", None, export.check(dataset, "openai-chat"))
     assert "<" not in text and ">" not in text and "\r" not in text

@@ -10,18 +10,10 @@ from django.test import Client
 
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemSource, ItemStatus
 from datasets_app.services import collect
-from sessions_app.models import Agent, Session
+from sessions_app.models import Session
 from tests.apiclient import api_client, stored_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True, defaults={"name": "Assistant", "model": "scripted"}
-    )
-    return agent
 
 
 def rate(client: Client, run, rating: int) -> None:

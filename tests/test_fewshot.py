@@ -9,18 +9,9 @@ from asgiref.sync import sync_to_async
 from datasets_app.models import Dataset, ItemStatus
 from datasets_app.services import collect
 from sessions_app import engine
-from sessions_app.models import Agent, FewShotOrder, Message, Run
+from sessions_app.models import FewShotOrder, Message, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True,
-        defaults={"name": "Assistant", "model": "scripted", "instructions": "Be brief."},
-    )
-    return agent
 
 
 async def answered(user, text: str, **kwargs) -> Run:
@@ -51,15 +42,15 @@ def examples(request: dict) -> list[tuple[str, str, str]]:
 
 
 async def test_accepted_examples_are_sent_after_the_system_message_and_before_history(
-    alice, bob, agent, dataset, upstream
+    alice, bob, brief_agent, dataset, upstream
 ):
     first = await curate(dataset, await answered(bob, "hello"))
     second = await curate(dataset, await answered(bob, "good morning"), corrected_answer="Morning!")
     await curate(dataset, await answered(bob, "pending one"), status=ItemStatus.PENDING)
     await curate(dataset, await answered(bob, "rejected one"), status=ItemStatus.REJECTED)
-    agent.fewshot_dataset = dataset
-    agent.fewshot_count = 3
-    await agent.asave()
+    brief_agent.fewshot_dataset = dataset
+    brief_agent.fewshot_count = 3
+    await brief_agent.asave()
 
     opening = await answered(alice, "hi")
     follow = await answered(alice, "and then?", session_id=opening.session_id)
@@ -84,10 +75,12 @@ async def test_accepted_examples_are_sent_after_the_system_message_and_before_hi
     assert sorted(stored) == sorted(["hi", "Echo: hi", "and then?", "Echo: and then?"])
 
 
-async def test_a_run_given_examples_is_collected_without_them(alice, bob, agent, dataset, upstream):
+async def test_a_run_given_examples_is_collected_without_them(
+    alice, bob, brief_agent, dataset, upstream
+):
     await curate(dataset, await answered(bob, "hello"))
-    agent.fewshot_dataset = dataset
-    await agent.asave()
+    brief_agent.fewshot_dataset = dataset
+    await brief_agent.asave()
     run = await answered(alice, "hi")
 
     other = await Dataset.objects.acreate(name="second")
@@ -101,16 +94,18 @@ async def test_a_run_given_examples_is_collected_without_them(alice, bob, agent,
     ]
 
 
-async def test_count_order_and_opt_out_choose_the_examples(alice, bob, agent, dataset, upstream):
+async def test_count_order_and_opt_out_choose_the_examples(
+    alice, bob, brief_agent, dataset, upstream
+):
     liked = await curate(dataset, await answered(bob, "liked"), rating=1)
     await curate(dataset, await answered(bob, "plain"))
     await curate(dataset, await answered(alice, "alice's own"), rating=1)
     alice.allow_training = False
     await alice.asave()
-    agent.fewshot_dataset = dataset
-    agent.fewshot_count = 1
-    agent.fewshot_order = FewShotOrder.BEST
-    await agent.asave()
+    brief_agent.fewshot_dataset = dataset
+    brief_agent.fewshot_count = 1
+    brief_agent.fewshot_order = FewShotOrder.BEST
+    await brief_agent.asave()
 
     run = await answered(bob, "question")
 
@@ -122,20 +117,20 @@ async def test_count_order_and_opt_out_choose_the_examples(alice, bob, agent, da
     assert run.fewshot_items == [str(liked.item_id)]
 
 
-async def test_an_agent_without_a_dataset_sends_no_examples(alice, agent, dataset, upstream):
+async def test_an_agent_without_a_dataset_sends_no_examples(alice, brief_agent, dataset, upstream):
     await curate(dataset, await answered(alice, "hello"))
     run = await answered(alice, "hi")
     assert examples(upstream.requests[-1]) == [] and run.fewshot_items == []
 
 
 async def test_a_run_item_gives_its_own_question_and_answer_not_its_history(
-    alice, bob, agent, dataset, upstream
+    alice, bob, brief_agent, dataset, upstream
 ):
     opening = await answered(bob, "first question")
     later = await answered(bob, "second question", session_id=opening.session_id)
     await curate(dataset, later)
-    agent.fewshot_dataset = dataset
-    await agent.asave()
+    brief_agent.fewshot_dataset = dataset
+    await brief_agent.asave()
 
     await answered(alice, "hi")
 

@@ -19,23 +19,17 @@ from sessions_app.models import (
     Session,
 )
 from sessions_app.services import memory, sessions, tools
-from tests.upstream import Reply
+from testkit.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True,
-        defaults={
-            "name": "Assistant",
-            "model": "scripted",
-            "instructions": "",
-            "search_session_history": True,
-            "num_history_sessions": 2,
-        },
-    )
+def searching_agent(agent: Agent) -> Agent:
+    """The default agent, given the tools that look up the user's past sessions (two of them)."""
+    agent.search_session_history = True
+    agent.num_history_sessions = 2
+    agent.save(update_fields=["search_session_history", "num_history_sessions"])
     return agent
 
 
@@ -52,7 +46,9 @@ def tool_names(request: dict) -> list[str]:
     return [t["function"]["name"] for t in request.get("tools") or []]
 
 
-async def test_past_sessions_are_offered_as_tools_and_the_loop_answers(alice, bob, agent, upstream):
+async def test_past_sessions_are_offered_as_tools_and_the_loop_answers(
+    alice, bob, searching_agent, upstream
+):
     for text in ("alice first", "alice second", "alice third"):
         await finish(alice, text)
     await finish(bob, "bob's private matter")
@@ -82,7 +78,9 @@ async def test_past_sessions_are_offered_as_tools_and_the_loop_answers(alice, bo
     assert run.total_tokens == sum(c.total_tokens for c in calls)
 
 
-async def test_read_past_session_refuses_someone_elses_session(alice, bob, agent, upstream):
+async def test_read_past_session_refuses_someone_elses_session(
+    alice, bob, searching_agent, upstream
+):
     bobs = await finish(bob, "bob's secret recipe")
     mine = await finish(alice, "my old chat")
     upstream.script(
@@ -99,10 +97,12 @@ async def test_read_past_session_refuses_someone_elses_session(alice, bob, agent
     assert found["messages"][0]["content"] == "my old chat"
 
 
-def test_the_past_session_functions_only_ever_return_the_owners_sessions(alice, bob, agent):
-    bobs = Session.objects.create(user=bob, agent=agent, session_name="bob's")
-    mine = Session.objects.create(user=alice, agent=agent, session_name="alice's")
-    current = Session.objects.create(user=alice, agent=agent)
+def test_the_past_session_functions_only_ever_return_the_owners_sessions(
+    alice, bob, searching_agent
+):
+    bobs = Session.objects.create(user=bob, agent=searching_agent, session_name="bob's")
+    mine = Session.objects.create(user=alice, agent=searching_agent, session_name="alice's")
+    current = Session.objects.create(user=alice, agent=searching_agent)
     listed = tools.previous_sessions(alice, current.session_id, 10)
     assert [s["session_id"] for s in listed] == [str(mine.session_id)]
     with pytest.raises(tools.ToolError):
@@ -112,9 +112,9 @@ def test_the_past_session_functions_only_ever_return_the_owners_sessions(alice, 
 
 
 async def test_without_function_calling_past_sessions_go_into_the_system_message(
-    alice, agent, upstream
+    alice, searching_agent, upstream
 ):
-    await Agent.objects.filter(pk=agent.pk).aupdate(add_past_sessions_to_context=True)
+    await Agent.objects.filter(pk=searching_agent.pk).aupdate(add_past_sessions_to_context=True)
     await finish(alice, "an earlier chat about tea")
     await finish(alice, "what did I ask before?")
     request = upstream.requests[-1]
@@ -124,7 +124,7 @@ async def test_without_function_calling_past_sessions_go_into_the_system_message
 
 
 async def test_a_model_that_keeps_calling_tools_must_answer_after_five_rounds(
-    alice, agent, upstream
+    alice, searching_agent, upstream
 ):
     upstream.script(*[call("get_previous_session_messages", call_id=f"c{i}") for i in range(5)])
     upstream.script(Reply("Enough looking."))
@@ -134,8 +134,10 @@ async def test_a_model_that_keeps_calling_tools_must_answer_after_five_rounds(
     assert "tools" not in upstream.requests[-1]
 
 
-async def test_the_state_tool_changes_state_and_each_run_keeps_its_own(alice, agent, upstream):
-    await Agent.objects.filter(pk=agent.pk).aupdate(
+async def test_the_state_tool_changes_state_and_each_run_keeps_its_own(
+    alice, searching_agent, upstream
+):
+    await Agent.objects.filter(pk=searching_agent.pk).aupdate(
         search_session_history=False, enable_agentic_state=True
     )
     upstream.script(call("update_session_state", {"changes": {"city": "Paris"}}), Reply("Noted."))
@@ -149,7 +151,7 @@ async def test_the_state_tool_changes_state_and_each_run_keeps_its_own(alice, ag
     assert second.session_state == {"lang": "fr", "city": "Lyon"}
 
 
-async def test_history_keeps_tool_calls_with_their_results(alice, agent, upstream):
+async def test_history_keeps_tool_calls_with_their_results(alice, searching_agent, upstream):
     upstream.script(call("get_previous_session_messages"), Reply("Nothing before."))
     first = await finish(alice, "look back")
     await finish(alice, "and now?", session_id=first.session_id)
@@ -157,7 +159,7 @@ async def test_history_keeps_tool_calls_with_their_results(alice, agent, upstrea
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "user"]
     assert history[1]["tool_calls"][0]["id"] == history[2]["tool_call_id"]
     # The last four messages start with the tool result, whose call was cut: it is dropped.
-    await Agent.objects.filter(pk=agent.pk).aupdate(num_history_messages=4)
+    await Agent.objects.filter(pk=searching_agent.pk).aupdate(num_history_messages=4)
     await finish(alice, "once more", session_id=first.session_id)
     assert [m["role"] for m in upstream.requests[-1]["messages"]] == [
         "assistant",
@@ -167,8 +169,8 @@ async def test_history_keeps_tool_calls_with_their_results(alice, agent, upstrea
     ]
 
 
-async def test_a_summary_is_made_after_the_answer_and_used_later(alice, agent, upstream):
-    await Agent.objects.filter(pk=agent.pk).aupdate(
+async def test_a_summary_is_made_after_the_answer_and_used_later(alice, searching_agent, upstream):
+    await Agent.objects.filter(pk=searching_agent.pk).aupdate(
         search_session_history=False, enable_session_summaries=True
     )
     summary = json.dumps({"summary": "The user likes hiking.", "topics": ["hiking"]})
@@ -190,8 +192,8 @@ async def test_a_summary_is_made_after_the_answer_and_used_later(alice, agent, u
     assert "The user likes hiking." in upstream.requests[2]["messages"][0]["content"]
 
 
-async def test_a_failing_summary_never_fails_the_run(alice, agent, upstream):
-    await Agent.objects.filter(pk=agent.pk).aupdate(enable_session_summaries=True)
+async def test_a_failing_summary_never_fails_the_run(alice, searching_agent, upstream):
+    await Agent.objects.filter(pk=searching_agent.pk).aupdate(enable_session_summaries=True)
     upstream.script(Reply("Fine."), Reply(status=500, error_message="summary broke"))
     run = await finish(alice, "hello")
     await memory.wait_for_background()
@@ -202,7 +204,9 @@ async def test_a_failing_summary_never_fails_the_run(alice, agent, upstream):
     assert failed.ok is False and "summary broke" in failed.error
 
 
-async def test_a_title_is_asked_for_after_the_first_answer(alice, agent, upstream, settings):
+async def test_a_title_is_asked_for_after_the_first_answer(
+    alice, searching_agent, upstream, settings
+):
     settings.PARLEY_GENERATE_TITLES = True
     upstream.script(Reply("Sure."), Reply('"Planning a Trip to Lisbon."'))
     run = await finish(alice, "help me plan a trip to lisbon next spring please")
@@ -218,7 +222,9 @@ async def test_a_title_is_asked_for_after_the_first_answer(alice, agent, upstrea
     assert await LLMCall.objects.filter(kind=CallKind.TITLE).acount() == 1  # only once
 
 
-async def test_a_users_rename_wins_over_a_generated_title(alice, agent, upstream, settings):
+async def test_a_users_rename_wins_over_a_generated_title(
+    alice, searching_agent, upstream, settings
+):
     settings.PARLEY_GENERATE_TITLES = True
     upstream.script(Reply("Sure."), Reply("Model Title", first_delay=0.5))
     run = await finish(alice, "name me")
@@ -228,7 +234,7 @@ async def test_a_users_rename_wins_over_a_generated_title(alice, agent, upstream
     assert session.session_name == "Mine" and session.name_source == NameSource.USER
 
 
-async def test_a_failing_title_keeps_the_first_message(alice, agent, upstream, settings):
+async def test_a_failing_title_keeps_the_first_message(alice, searching_agent, upstream, settings):
     settings.PARLEY_GENERATE_TITLES = True
     upstream.script(Reply("Sure."), Reply(status=500), Reply("   "))
     run = await finish(alice, "keep my words as the title")
@@ -239,7 +245,7 @@ async def test_a_failing_title_keeps_the_first_message(alice, agent, upstream, s
 
 
 async def test_a_title_that_reads_like_an_answer_keeps_the_first_message(
-    alice, agent, upstream, settings
+    alice, searching_agent, upstream, settings
 ):
     """What the embedded model once gave as the title of a first chat, then a second try."""
     settings.PARLEY_GENERATE_TITLES = True

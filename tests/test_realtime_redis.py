@@ -18,9 +18,9 @@ from project import layers
 from sessions_app import events
 from sessions_app.events.bridge import group_name
 from sessions_app.models import Agent, Run, RunStatus
+from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
 from tests.test_consumer import open_tab
-from tests.upstream import Reply
 
 REDIS_URL = os.getenv("REDIS_URL") or "redis://127.0.0.1:6379/0"
 

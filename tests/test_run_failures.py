@@ -16,20 +16,12 @@ import pytest
 from sessions_app import engine
 from sessions_app.engine import liveness
 from sessions_app.engine.registry import registry
-from sessions_app.models import Agent, Message, Run, RunStatus
+from sessions_app.models import Message, Run, RunStatus
+from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
-from tests.upstream import Reply
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True, defaults={"name": "Assistant", "model": "scripted", "instructions": ""}
-    )
-    return agent
 
 
 async def finish(user, text: str, **kwargs) -> tuple[Run, list[dict]]:

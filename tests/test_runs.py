@@ -15,19 +15,10 @@ from sessions_app.engine.registry import registry
 from sessions_app.models import Agent, LLMCall, Message, Run, RunStatus, Session
 from sessions_app.services import sessions
 from sessions_app.services.access import NotFound
-from tests.upstream import Reply
+from testkit.upstream import Reply
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True,
-        defaults={"name": "Assistant", "model": "scripted", "instructions": "Be brief."},
-    )
-    return agent
 
 
 async def run_to_end(user, text: str, **kwargs):
@@ -40,11 +31,13 @@ def sent_dialogue(request: dict) -> list[tuple[str, str]]:
     return [(m["role"], m["content"]) for m in request["messages"] if m["role"] != "system"]
 
 
-async def test_a_run_without_session_id_creates_a_session_visible_at_once(alice, agent, upstream):
+async def test_a_run_without_session_id_creates_a_session_visible_at_once(
+    alice, brief_agent, upstream
+):
     upstream.script(Reply("Hello Alice.", first_delay=0.5))
     handle = await engine.start_run(alice, "Hi there")
     session = await Session.objects.aget(pk=handle.session_id)
-    assert session.user_id == alice.pk and session.agent_id == agent.pk
+    assert session.user_id == alice.pk and session.agent_id == brief_agent.pk
     assert (await Run.objects.aget(pk=handle.run_id)).status == RunStatus.RUNNING
 
     run = await handle.wait()
@@ -243,7 +236,9 @@ async def test_usage_reported_by_the_upstream_is_used(alice, agent, upstream):
     assert events[-1]["metrics"]["total_tokens"] == 47
 
 
-async def test_without_usage_tokens_are_counted_with_the_servers_tokenizer(alice, agent, upstream):
+async def test_without_usage_tokens_are_counted_with_the_servers_tokenizer(
+    alice, brief_agent, upstream
+):
     upstream.script(Reply("one two three four five", usage=False))
     run, _ = await run_to_end(alice, "count these words")
     assert run.usage_estimated is True
@@ -295,7 +290,7 @@ async def test_a_summary_is_shown_in_the_system_message(alice, agent, upstream):
 async def test_naming_the_sessions_own_agent_costs_no_query_and_another_agent_is_used(
     alice, agent, upstream
 ):
-    from tests.querycount import count_queries
+    from testkit.querycount import count_queries
 
     other = await Agent.objects.acreate(name="Other", model="other-model")
     first, _ = await run_to_end(alice, "one")
@@ -316,7 +311,7 @@ async def test_naming_the_sessions_own_agent_costs_no_query_and_another_agent_is
 async def test_the_number_of_queries_does_not_grow_with_the_answer(
     alice, agent, upstream, settings
 ):
-    from tests.querycount import count_queries
+    from testkit.querycount import count_queries
 
     # Checkpoints and the process's heartbeat come by the clock (a second, ten seconds), so on a
     # slow machine a long answer meets more of them: the count here is of everything else.
@@ -399,7 +394,7 @@ async def test_many_streams_at_once_fill_pools_of_bounded_size_and_keep_their_co
 
 
 async def test_runs_started_in_the_same_instant_are_created_together(alice, bob, agent, upstream):
-    from tests.querycount import count_queries
+    from testkit.querycount import count_queries
 
     a1, _ = await run_to_end(alice, "a1 first")
     await run_to_end(alice, "a1 second", session_id=a1.session_id)

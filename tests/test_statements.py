@@ -14,8 +14,8 @@ from django.utils import timezone
 from sessions_app.models import Agent, ApiToken, Message, Role, Run, RunStatus, Session
 from sessions_app.services import statements
 from sessions_app.services.tokens import _digest, create_token
+from testkit.querycount import count_queries
 from tests.apiclient import stored_run
-from tests.querycount import count_queries
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +26,9 @@ def fields(obj) -> dict:
 
 
 @pytest.fixture
-def agent():
+def stateful_agent() -> Agent:
+    """Not the default agent: its instructions are filled from its initial session state, which
+    it adds to the context, and it keeps every message of history."""
     return Agent.objects.create(
         name="Reader",
         model="m",
@@ -74,10 +76,12 @@ def test_tokens_come_with_their_users_as_the_orm_loads_them(alice, bob):
     assert statements.tokens_with_users([]) == []
 
 
-def test_sessions_come_with_their_agents_and_only_the_owners(alice, bob, agent):
-    mine = _session(alice, agent, session_state={"mood": "glad"}, summary={"summary": "hi"})
-    plain = _session(alice, agent)
-    theirs = _session(bob, agent)
+def test_sessions_come_with_their_agents_and_only_the_owners(alice, bob, stateful_agent):
+    mine = _session(
+        alice, stateful_agent, session_state={"mood": "glad"}, summary={"summary": "hi"}
+    )
+    plain = _session(alice, stateful_agent)
+    theirs = _session(bob, stateful_agent)
     ids = [mine.pk, plain.pk, theirs.pk, uuid.uuid4()]
 
     owned = statements.sessions_with_agents(ids, alice)
@@ -95,22 +99,24 @@ def test_sessions_come_with_their_agents_and_only_the_owners(alice, bob, agent):
     assert loaded.agent.session_state == {"mood": "calm", "list": [1, 2]}
 
 
-def test_agents_come_as_the_orm_loads_them(agent):
+def test_agents_come_as_the_orm_loads_them(stateful_agent):
     other = Agent.objects.create(name="Other", model="n", num_history_messages=4)
 
-    found = statements.agents([agent.pk, other.pk, uuid.uuid4()])
+    found = statements.agents([stateful_agent.pk, other.pk, uuid.uuid4()])
 
-    orm = {a.pk: fields(a) for a in Agent.objects.filter(pk__in=[agent.pk, other.pk])}
+    orm = {a.pk: fields(a) for a in Agent.objects.filter(pk__in=[stateful_agent.pk, other.pk])}
     assert {a.pk: fields(a) for a in found} == orm, "an unknown id is absent; values as the ORM's"
-    assert next(a for a in found if a.pk == agent.pk).session_state == {
+    assert next(a for a in found if a.pk == stateful_agent.pk).session_state == {
         "mood": "calm",
         "list": [1, 2],
     }
     assert statements.agents([]) == []
 
 
-def test_run_state_is_each_sessions_last_position_and_whether_a_run_is_active(alice, agent):
-    idle, busy, empty = _session(alice, agent), _session(alice, agent), _session(alice, agent)
+def test_run_state_is_each_sessions_last_position_and_whether_a_run_is_active(
+    alice, stateful_agent
+):
+    idle, busy, empty = (_session(alice, stateful_agent) for _ in range(3))
     for position in (1, 2, 3):
         _run(idle, RunStatus.ERROR if position == 2 else RunStatus.COMPLETED)
     _run(busy)
@@ -122,8 +128,8 @@ def test_run_state_is_each_sessions_last_position_and_whether_a_run_is_active(al
     assert statements.run_state([]) == {}
 
 
-def test_history_is_the_messages_of_each_sessions_last_completed_runs(alice, agent):
-    first, second = _session(alice, agent), _session(alice, agent)
+def test_history_is_the_messages_of_each_sessions_last_completed_runs(alice, stateful_agent):
+    first, second = _session(alice, stateful_agent), _session(alice, stateful_agent)
     for position in range(1, 6):
         status = RunStatus.CANCELLED if position == 4 else RunStatus.COMPLETED
         _run(first, status, answer=f"first {position}")
@@ -160,14 +166,16 @@ def test_history_is_the_messages_of_each_sessions_last_completed_runs(alice, age
     assert statements.last_runs_messages([first.pk], 0) == []
 
 
-def test_inserted_rows_read_back_as_the_orms_would_write_them(alice, agent):
-    session = Session(user=alice, agent=agent, session_name="new", session_state={"a": [1]})
+def test_inserted_rows_read_back_as_the_orms_would_write_them(alice, stateful_agent):
+    session = Session(
+        user=alice, agent=stateful_agent, session_name="new", session_state={"a": [1]}
+    )
     statements.insert([session])
     runs = [
         Run(
             session=session,
             user=alice,
-            agent=agent,
+            agent=stateful_agent,
             position=p,
             status=RunStatus.COMPLETED,
             input=f"q{p}",
@@ -195,8 +203,8 @@ def test_inserted_rows_read_back_as_the_orms_would_write_them(alice, agent):
     statements.insert([])
 
 
-def test_touching_sessions_sets_their_updated_at_only(alice, agent):
-    touched, left = _session(alice, agent), _session(alice, agent)
+def test_touching_sessions_sets_their_updated_at_only(alice, stateful_agent):
+    touched, left = _session(alice, stateful_agent), _session(alice, stateful_agent)
     before = Session.objects.get(pk=left.pk).updated_at
     now = timezone.now() + timedelta(hours=1)
 
@@ -206,8 +214,8 @@ def test_touching_sessions_sets_their_updated_at_only(alice, agent):
     assert Session.objects.get(pk=left.pk).updated_at == before
 
 
-def test_an_update_changes_one_row_only_while_its_condition_holds(alice, agent):
-    session = _session(alice, agent)
+def test_an_update_changes_one_row_only_while_its_condition_holds(alice, stateful_agent):
+    session = _session(alice, stateful_agent)
     running = _run(session, RunStatus.RUNNING)
     now = timezone.now()
     values = {"content": "partial", "content_seq": 7, "heartbeat_at": now, "session_state": None}

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from tests.upstream import Reply, ScriptedUpstream
+from testkit.upstream import Reply, ScriptedUpstream
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello you"}]
 

@@ -28,8 +28,8 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from sessions_app.llm.embedded import free_port
+from testkit.upstream import ScriptedUpstream
 from tests.conftest import ROOT, subprocess_env
-from tests.upstream import ScriptedUpstream
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -12,19 +12,12 @@ from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 
 from sessions_app.models import Agent, Run, RunStatus, Session, User
-from tests.upstream import Reply, ScriptedUpstream
+from testkit.upstream import Reply, ScriptedUpstream
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Every page here chats with the default agent.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]
 
 ANSWER = "[data-testid=assistant-message]"
-
-
-@pytest.fixture(autouse=True)
-def agent(db) -> Agent:
-    agent, _ = Agent.objects.update_or_create(
-        is_default=True, defaults={"name": "Assistant", "model": "scripted", "instructions": ""}
-    )
-    return agent
 
 
 def send(page: Page, text: str) -> None:

@@ -19,7 +19,7 @@ Usage::
         client = OpenAI(base_url=upstream.base_url, api_key="x")
 
 For benchmarks where sharing the GIL with the code under test would skew numbers, run it as its
-own process: ``python -m tests.upstream --port 8001 --tokens 50 --delay 0.02``.
+own process: ``python -m testkit.upstream --port 8001 --tokens 50 --delay 0.02``.
 """
 
 from __future__ import annotations
