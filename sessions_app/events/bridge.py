@@ -44,7 +44,6 @@ class Bridge:
     ) -> None:
         self.deliver = deliver  # an event from another process, to this one's subscribers
         self.snapshot_of = snapshot_of  # what a run of ours has streamed so far
-        self.channel = worker_channel(WORKER_ID)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _bind(self) -> None:
@@ -56,9 +55,13 @@ class Bridge:
         self._outbox: asyncio.Queue[Event] = asyncio.Queue()
         self._watched: dict[str, int] = {}  # group -> this process's subscribers to it
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        # Events and replies come on a channel of this process's own; requests for snapshots
+        # on the one named after its worker id, where other processes can address it.
+        self._channel: asyncio.Future[str] = loop.create_future()
         self._tasks = [
             loop.create_task(self._pump(), name="parley-events-pump"),
             loop.create_task(self._receive(), name="parley-events-receive"),
+            loop.create_task(self._serve_snapshots(), name="parley-events-snapshots"),
         ]
 
     def forward(self, event: Event) -> None:
@@ -71,7 +74,7 @@ class Bridge:
         group = group_name(session_id)
         self._watched[group] = self._watched.get(group, 0) + 1
         if self._watched[group] == 1:
-            await get_channel_layer().group_add(group, self.channel)
+            await get_channel_layer().group_add(group, await self._channel)
 
     def leave(self, session_id: str) -> None:
         if self._loop is not asyncio.get_running_loop():
@@ -82,15 +85,16 @@ class Bridge:
             self._watched[group] = left
             return
         self._watched.pop(group, None)
-        discard = get_channel_layer().group_discard(group, self.channel)
-        asyncio.get_running_loop().create_task(discard)
+        if self._channel.done():
+            discard = get_channel_layer().group_discard(group, self._channel.result())
+            asyncio.get_running_loop().create_task(discard)
 
     async def ask_snapshot(self, worker_id: str, run_id: str, limit: float) -> dict | None:
         """What the process `worker_id` has streamed of the run; None if it did not answer."""
         self._bind()
         nonce = uuid.uuid4().hex
         answer = self._asked[nonce] = asyncio.get_running_loop().create_future()
-        request = {"type": "snapshot.request", "run_id": run_id, "reply_to": self.channel}
+        request = {"type": "snapshot.request", "run_id": run_id, "reply_to": await self._channel}
         try:
             await get_channel_layer().send(worker_channel(worker_id), {**request, "nonce": nonce})
             async with asyncio.timeout(limit):
@@ -136,9 +140,17 @@ class Bridge:
 
     async def _receive(self) -> None:
         layer = get_channel_layer()
+        channel = await layer.new_channel()
+        self._channel.set_result(channel)
+        await self._listen(layer, channel)
+
+    async def _serve_snapshots(self) -> None:
+        await self._listen(get_channel_layer(), worker_channel(WORKER_ID))
+
+    async def _listen(self, layer: Any, channel: str) -> None:
         while True:
             try:
-                await self._handle(layer, await layer.receive(self.channel))
+                await self._handle(layer, await layer.receive(channel))
             except asyncio.CancelledError:
                 raise
             except Exception:
