@@ -150,7 +150,7 @@ class Bridge:
     async def _listen(self, layer: Any, channel: str) -> None:
         while True:
             try:
-                await self._handle(layer, await layer.receive(channel))
+                await self._handle(layer, await _receive_until_cancelled(layer, channel))
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -170,3 +170,20 @@ class Bridge:
             answer = self._asked.get(message.get("nonce") or "")
             if answer is not None and not answer.done():
                 answer.set_result(message)
+
+
+async def _receive_until_cancelled(layer: Any, channel: str) -> dict[str, Any]:
+    """`layer.receive(channel)`, stopped for sure when this task is cancelled.
+
+    redis-py can take a cancellation that lands in its blocking read for a timeout and retry the
+    read, so one cancel may not end it: the receive is cancelled again until it has ended."""
+    receiving = asyncio.ensure_future(layer.receive(channel))
+    try:
+        return await asyncio.shield(receiving)
+    except asyncio.CancelledError:
+        while not receiving.done():
+            receiving.cancel()
+            await asyncio.wait([receiving], timeout=0.1)
+        if not receiving.cancelled():
+            receiving.exception()  # retrieved: an error while stopping says nothing more
+        raise
