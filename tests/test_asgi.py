@@ -92,7 +92,7 @@ async def test_requests_share_long_lived_threads_that_keep_their_database_connec
     from django.core.signals import request_finished
     from django.db.backends.signals import connection_created
 
-    from project.asgi import request_threads
+    from project.tuning import request_threads
     from tests.asgiclient import ASGIClient
 
     _, raw = await create_token_async(alice)
@@ -136,9 +136,10 @@ def test_the_asgi_application_shortens_the_interpreters_switch_interval(settings
 def test_the_asgi_application_collects_garbage_less_often():
     import gc
 
-    import project.asgi
+    import project.asgi  # noqa: F401
+    from project import tuning
 
-    assert gc.get_threshold()[0] == project.asgi.GC_THRESHOLD > 700
+    assert gc.get_threshold()[0] == tuning.GC_THRESHOLD > 700
     assert gc.get_freeze_count() > 0  # what start-up loaded is left out of collections
 
 
