@@ -53,6 +53,23 @@ async def test_an_api_call_runs_no_middleware_hook_in_a_thread(alice, hops):
     assert hops and middleware_hooks(hops) == []
 
 
+async def test_with_the_stock_middleware_its_hooks_run_in_a_thread(alice, hops, settings):
+    settings.MIDDLEWARE = loaded_as_daphne_loads_it(
+        "from django.conf import settings\nprint(*settings.MIDDLEWARE)\n",
+        PARLEY_TUNE_MIDDLEWARE="false",
+    )
+    assert settings.MIDDLEWARE[0] == "django.middleware.security.SecurityMiddleware"
+    _, raw = await create_token_async(alice)
+    response = await AsyncClient().get("/api/sessions", headers={"Authorization": f"Bearer {raw}"})
+    assert response.status_code == 200
+    assert response["X-Frame-Options"] == "DENY"
+    # Django's own: each hook a round trip to a thread (and WhiteNoise, sync only, takes the
+    # middleware outside it there too).
+    hooks = middleware_hooks(hops)
+    assert "SessionMiddleware.process_request" in hooks
+    assert "XFrameOptionsMiddleware.process_response" in hooks
+
+
 async def test_a_login_saves_its_session_in_a_thread(alice, hops):
     client = AsyncClient()
     page = await client.get("/accounts/login/")
@@ -92,8 +109,8 @@ async def test_requests_share_long_lived_threads_that_keep_their_database_connec
     from django.core.signals import request_finished
     from django.db.backends.signals import connection_created
 
-    from project.tuning import request_threads
-    from tests.asgiclient import ASGIClient
+    from project import tuning
+    from tests.asgiclient import ASGIClient  # loads the application
 
     _, raw = await create_token_async(alice)
     client = ASGIClient({"authorization": f"Bearer {raw}"})
@@ -121,7 +138,8 @@ async def test_requests_share_long_lived_threads_that_keep_their_database_connec
     assert len(finished) == 5 and len(set(finished)) == 1
     assert finished[0].startswith("parley-request-")
     assert connected == finished[:1]
-    assert request_threads.busy == [0] * len(request_threads.executors)
+    assert tuning.request_threads is not None
+    assert tuning.request_threads.busy == [0] * len(tuning.request_threads.executors)
 
 
 def test_the_asgi_application_shortens_the_interpreters_switch_interval(settings):
@@ -143,17 +161,19 @@ def test_the_asgi_application_collects_garbage_less_often():
     assert gc.get_freeze_count() > 0  # what start-up loaded is left out of collections
 
 
-def loaded_as_daphne_loads_it(probe: str) -> list[str]:
+def loaded_as_daphne_loads_it(probe: str, **settings: str) -> list[str]:
     """What `probe` prints, run in a process of its own after importing the ASGI application
-    without DEBUG, as daphne imports it (Django's test client changes the request signals)."""
+    without DEBUG, as daphne imports it (Django's test client changes the request signals),
+    with these settings in its environment."""
     import subprocess
     import sys
 
     from tests.conftest import subprocess_env
 
+    env = subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", DEBUG="false", **settings)
     done = subprocess.run(
         [sys.executable, "-c", "import project.asgi\n" + probe],
-        env=subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", DEBUG="false"),
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
