@@ -67,7 +67,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         default=[],
         metavar="NAME=VALUE",
         help="instead of the figures, compare Parley with a second Parley started with these "
-        "settings (e.g. PARLEY_SWITCH_INTERVAL=0.0002), fig 1's rounds at many clients in turn",
+        "settings (e.g. PARLEY_TUNE_GC=false), fig 1's rounds at many clients in turn",
     )
     parser.add_argument(
         "--against-ref",

@@ -175,9 +175,6 @@ PARLEY_TUNE_SIGNALS = envbool("PARLEY_TUNE_SIGNALS", "True")
 PARLEY_TUNE_PRELOAD_URLS = envbool("PARLEY_TUNE_PRELOAD_URLS", "True")
 PARLEY_TUNE_GC = envbool("PARLEY_TUNE_GC", "True")
 PARLEY_TUNE_ADMIN_CHECKBOX = envbool("PARLEY_TUNE_ADMIN_CHECKBOX", "True")
-# Seconds a thread may hold the interpreter lock while another waits for it (Python's default:
-# 0.005).
-PARLEY_SWITCH_INTERVAL = envfloat("PARLEY_SWITCH_INTERVAL", 0.001)
 # Long-lived threads (each keeping its database connection) that run requests' synchronous code.
 PARLEY_TUNE_REQUEST_THREADS = envbool("PARLEY_TUNE_REQUEST_THREADS", "True")
 PARLEY_REQUEST_THREADS = envint("PARLEY_REQUEST_THREADS", 8)

@@ -8,7 +8,6 @@ against the stock behaviour side by side, is in docs/performance.md.
 from __future__ import annotations
 
 import gc
-import sys
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -46,7 +45,6 @@ def apply(http: Any) -> Any:
         send_small_writes_at_once()
     if settings.PARLEY_TUNE_SIGNALS:
         start_requests_without_a_thread()
-    share_the_interpreter_finely()
     if settings.PARLEY_TUNE_PRELOAD_URLS:
         load_the_urls()
     if settings.PARLEY_TUNE_GC:  # last: what start-up loaded is frozen
@@ -88,12 +86,6 @@ def start_requests_without_a_thread() -> None:
     signals.request_started.disconnect(close_old_connections)
     if not settings.DEBUG:  # only DEBUG logs queries for reset_queries to empty
         signals.request_started.disconnect(reset_queries)
-
-
-def share_the_interpreter_finely() -> None:
-    """The event loop and the database thread share the interpreter lock: a shorter switch
-    interval (PARLEY_SWITCH_INTERVAL) shortens each one's waits for the other."""
-    sys.setswitchinterval(settings.PARLEY_SWITCH_INTERVAL)
 
 
 def load_the_urls() -> None:

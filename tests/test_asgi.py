@@ -142,15 +142,6 @@ async def test_requests_share_long_lived_threads_that_keep_their_database_connec
     assert tuning.request_threads.busy == [0] * len(tuning.request_threads.executors)
 
 
-def test_the_asgi_application_shortens_the_interpreters_switch_interval(settings):
-    import sys
-
-    import project.asgi  # noqa: F401  (sets it when loaded, as daphne loads it)
-
-    assert sys.getswitchinterval() == pytest.approx(settings.PARLEY_SWITCH_INTERVAL)
-    assert settings.PARLEY_SWITCH_INTERVAL < 0.005
-
-
 def test_the_asgi_application_collects_garbage_less_often():
     import gc
 
