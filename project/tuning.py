@@ -41,8 +41,6 @@ def apply(http: Any) -> Any:
     """Make the process-wide changes the settings ask for; returns the HTTP application to
     serve (`http`, or `http` on the request threads)."""
     global request_threads
-    if settings.PARLEY_TUNE_NODELAY:
-        send_small_writes_at_once()
     if settings.PARLEY_TUNE_SIGNALS:
         start_requests_without_a_thread()
     if settings.PARLEY_TUNE_PRELOAD_URLS:
@@ -53,28 +51,6 @@ def apply(http: Any) -> Any:
         request_threads = RequestThreads(http, settings.PARLEY_REQUEST_THREADS)
         return request_threads
     return http
-
-
-def send_small_writes_at_once() -> None:
-    """Nagle's algorithm off on daphne's connections: a streamed event is a small write that
-    would otherwise wait for the client's delayed ACK."""
-    try:
-        from twisted.web import http
-    except ImportError:  # served by something other than daphne
-        return
-    original = http.HTTPChannel.connectionMade
-    if getattr(original, "parley_nodelay", False):
-        return
-
-    def connection_made(self: http.HTTPChannel) -> None:
-        original(self)
-        try:
-            self.transport.setTcpNoDelay(True)
-        except (AttributeError, OSError):
-            pass  # a UNIX socket has no Nagle to turn off
-
-    connection_made.parley_nodelay = True  # type: ignore[attr-defined]
-    http.HTTPChannel.connectionMade = connection_made
 
 
 def start_requests_without_a_thread() -> None:
