@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from asgiref.sync import SyncToAsync
+from django.conf import settings as django_settings
 from django.test import AsyncClient
 
 from sessions_app.services.tokens import create_token
@@ -103,22 +104,25 @@ async def create_token_async(user):
     return await sync_to_async(create_token)(user)
 
 
-async def test_requests_share_long_lived_threads_that_keep_their_database_connection(alice):
+async def threads_of_requests(user, n: int) -> tuple[list[str], list[str], list[object]]:
+    """n API calls one after another through the ASGI application as it is: the thread each new
+    database connection was made in, the thread each request ended in, and the connections."""
     import threading
 
     from django.core.signals import request_finished
     from django.db.backends.signals import connection_created
 
-    from project import tuning
-    from tests.asgiclient import ASGIClient  # loads the application
+    from tests.asgiclient import ASGIClient
 
-    _, raw = await create_token_async(alice)
+    _, raw = await create_token_async(user)
     client = ASGIClient({"authorization": f"Bearer {raw}"})
-    connected: list[str] = []  # the thread of each new database connection
-    finished: list[str] = []  # the thread each request ended in
+    connected: list[str] = []
+    finished: list[str] = []
+    connections: list[object] = []
 
     def on_connect(sender, connection, **kwargs):
         connected.append(threading.current_thread().name)
+        connections.append(connection)
 
     def on_finish(sender, **kwargs):
         finished.append(threading.current_thread().name)
@@ -126,13 +130,20 @@ async def test_requests_share_long_lived_threads_that_keep_their_database_connec
     connection_created.connect(on_connect)
     request_finished.connect(on_finish)
     try:
-        for _ in range(5):
+        for _ in range(n):
             response = await client.get("/api/sessions")
             assert response.status_code == 200
             assert response.json()["meta"]["total_count"] == 0
     finally:
         connection_created.disconnect(on_connect)
         request_finished.disconnect(on_finish)
+    return connected, finished, connections
+
+
+async def test_requests_share_long_lived_threads_that_keep_their_database_connection(alice):
+    from project import tuning
+
+    connected, finished, _ = await threads_of_requests(alice, 5)
     # One after another, the requests ran in the same request thread (the least busy: all were
     # idle), and only the first of them had to connect to the database.
     assert len(finished) == 5 and len(set(finished)) == 1
@@ -140,6 +151,32 @@ async def test_requests_share_long_lived_threads_that_keep_their_database_connec
     assert connected == finished[:1]
     assert tuning.request_threads is not None
     assert tuning.request_threads.busy == [0] * len(tuning.request_threads.executors)
+
+
+TUNING = [name for name in dir(django_settings) if name.startswith("PARLEY_TUNE_")]
+
+
+async def test_without_request_threads_each_request_connects_in_a_thread_of_its_own(
+    alice, settings, monkeypatch
+):
+    import tests.asgiclient
+    from project import asgi, tuning
+
+    for name in TUNING:  # nothing else changed a second time in this process
+        setattr(settings, name, False)
+    http = tuning.apply(asgi.django_asgi_app)
+    assert http is asgi.django_asgi_app  # Django's own handler
+    monkeypatch.setattr(tests.asgiclient, "application", http)
+    connected, finished, connections = await threads_of_requests(alice, 3)
+    try:
+        # Django's own: a new thread for every request, and so a new database connection.
+        assert len(finished) == 3 and len(set(finished)) == 3
+        assert connected == finished
+        assert not any(name.startswith("parley-request-") for name in finished)
+    finally:
+        for connection in connections:  # their threads are gone; the test database must go too
+            if connection.connection is not None:
+                connection.connection.close()
 
 
 def test_the_asgi_application_collects_garbage_less_often():
@@ -150,6 +187,11 @@ def test_the_asgi_application_collects_garbage_less_often():
 
     assert gc.get_threshold()[0] == tuning.GC_THRESHOLD > 700
     assert gc.get_freeze_count() > 0  # what start-up loaded is left out of collections
+
+
+def test_without_the_gc_setting_collections_are_pythons_own():
+    probe = "import gc\nprint(gc.get_threshold()[0], gc.get_freeze_count())\n"
+    assert loaded_as_daphne_loads_it(probe, PARLEY_TUNE_GC="false") == ["700", "0"]
 
 
 def loaded_as_daphne_loads_it(probe: str, **settings: str) -> list[str]:
@@ -174,9 +216,9 @@ def loaded_as_daphne_loads_it(probe: str, **settings: str) -> list[str]:
 
 
 def test_the_urls_and_the_api_are_loaded_with_the_application_not_by_the_first_request():
-    assert loaded_as_daphne_loads_it("import sys\nprint('project.api' in sys.modules)\n") == [
-        "True"
-    ]
+    probe = "import sys\nprint('project.api' in sys.modules)\n"
+    assert loaded_as_daphne_loads_it(probe) == ["True"]
+    assert loaded_as_daphne_loads_it(probe, PARLEY_TUNE_PRELOAD_URLS="false") == ["False"]
 
 
 def test_stale_connections_are_closed_when_requests_end_not_when_they_start():
