@@ -170,7 +170,6 @@ PARLEY_COALESCE_RUNS = envint("PARLEY_COALESCE_RUNS", 50)
 PARLEY_CHECKPOINT_INTERVAL = envfloat("PARLEY_CHECKPOINT_INTERVAL", 1.0)
 # Changes to how the libraries Parley runs on behave (project/tuning.py says why), each on unless
 # set to false; PARLEY_TUNE_MIDDLEWARE is with MIDDLEWARE above.
-PARLEY_TUNE_SIGNALS = envbool("PARLEY_TUNE_SIGNALS", "True")
 PARLEY_TUNE_PRELOAD_URLS = envbool("PARLEY_TUNE_PRELOAD_URLS", "True")
 PARLEY_TUNE_GC = envbool("PARLEY_TUNE_GC", "True")
 PARLEY_TUNE_ADMIN_CHECKBOX = envbool("PARLEY_TUNE_ADMIN_CHECKBOX", "True")

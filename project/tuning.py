@@ -41,8 +41,6 @@ def apply(http: Any) -> Any:
     """Make the process-wide changes the settings ask for; returns the HTTP application to
     serve (`http`, or `http` on the request threads)."""
     global request_threads
-    if settings.PARLEY_TUNE_SIGNALS:
-        start_requests_without_a_thread()
     if settings.PARLEY_TUNE_PRELOAD_URLS:
         load_the_urls()
     if settings.PARLEY_TUNE_GC:  # last: what start-up loaded is frozen
@@ -51,17 +49,6 @@ def apply(http: Any) -> Any:
         request_threads = RequestThreads(http, settings.PARLEY_REQUEST_THREADS)
         return request_threads
     return http
-
-
-def start_requests_without_a_thread() -> None:
-    """No receivers at request_started: on ASGI each is a turn on a thread before the request's
-    own code. Stale connections are still closed at request_finished."""
-    from django.core import signals
-    from django.db import close_old_connections, reset_queries
-
-    signals.request_started.disconnect(close_old_connections)
-    if not settings.DEBUG:  # only DEBUG logs queries for reset_queries to empty
-        signals.request_started.disconnect(reset_queries)
 
 
 def load_the_urls() -> None:
