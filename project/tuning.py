@@ -38,8 +38,7 @@ request_threads: RequestThreads | None = None
 
 
 def apply(http: Any) -> Any:
-    """Make the process-wide changes the settings ask for; returns the HTTP application to
-    serve (`http`, or `http` on the request threads)."""
+    """Make the process-wide changes the settings ask for; return the HTTP app to serve."""
     global request_threads
     if settings.PARLEY_TUNE_PRELOAD_URLS:
         load_the_urls()
@@ -52,26 +51,24 @@ def apply(http: Any) -> Any:
 
 
 def load_the_urls() -> None:
-    """Import the URLconf and the API now rather than in the first request."""
+    """The URLconf and the API imported at start-up, not by the first request, which waited."""
     from django.urls import get_resolver
 
     get_resolver().url_patterns  # noqa: B018 (the property imports the module)
 
 
 def collect_garbage_less_often() -> None:
-    """Full collections stop every stream while they walk every object: freeze what start-up
-    loaded (it lives as long as the process) and collect less often."""
+    """A full collection stops every stream while it walks every object: fewer, and smaller."""
     gc.freeze()
     _, middle, oldest = gc.get_threshold()
     gc.set_threshold(GC_THRESHOLD, middle, oldest)
 
 
 class RequestThreads:
-    """Requests' synchronous code on a few long-lived threads (the least busy first), each
-    keeping its database connection, where Django starts a thread, and a connection, per
-    request. A request's synchronous code still runs on one thread."""
+    """Django starts a thread and a database connection per request: a few lasting ones here."""
 
     def __init__(self, app: Any, size: int) -> None:
+        # However many requests are in progress, the process holds these threads' connections.
         self.app = app
         self.executors = [
             ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"parley-request-{i}")
@@ -80,7 +77,7 @@ class RequestThreads:
         self.busy = [0] * len(self.executors)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        i = self.busy.index(min(self.busy))
+        i = self.busy.index(min(self.busy))  # the least busy; all the request's sync code there
         self.busy[i] += 1
         try:
             # Django's own per-request context, entered inside, finds this one and keeps it.
@@ -95,8 +92,7 @@ class RequestThreads:
 
 
 def action_checkbox(obj: Any) -> SafeString:
-    """An admin list row's action checkbox, written directly: Django renders the same HTML as a
-    form widget through the template engine, once per row."""
+    """An admin row's checkbox as HTML: Django renders the same through a widget, row by row."""
     return format_html(
         '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
         helpers.ACTION_CHECKBOX_NAME,
@@ -106,15 +102,12 @@ def action_checkbox(obj: Any) -> SafeString:
 
 
 # -- middleware: Django's and WhiteNoise's, with their hooks on the event loop -----------------
-#
-# On the async path Django's MiddlewareMixin sends every hook through sync_to_async, a round trip
-# to a thread and back, about a dozen per request. These run the hooks that do no I/O on the loop;
-# Django refuses database access there (SynchronousOnlyOperation), so a mistake fails loudly.
+# Django sends each hook to a thread and back, a dozen a request; the loop refuses the database
+# (SynchronousOnlyOperation), so a hook that needed it would fail loudly, not block.
 
 
 class OnTheLoop:
-    """Hooks run on the event loop; `process_response` goes to the request's thread only when
-    `response_needs_thread` says it may save something."""
+    """Hooks on the event loop; `process_response` on a thread when it may save something."""
 
     get_response: Callable[[HttpRequest], Awaitable[HttpResponse]]
 
@@ -172,7 +165,7 @@ class SecurityMiddleware(OnTheLoop, security.SecurityMiddleware):
 
 
 class SessionMiddleware(OnTheLoop, sessions.SessionMiddleware):
-    """Loading a session is lazy; only saving one needs the database."""
+    """Loading a session is lazy: only saving one needs the database."""
 
     def response_needs_thread(self, request: HttpRequest) -> bool:
         session = getattr(request, "session", None)
