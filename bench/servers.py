@@ -135,15 +135,15 @@ class Stack:
         """`rev`'s code in a detached git worktree, with a scratch database of its own (not yet
         migrated); `close()` removes both."""
         commit = _git("rev-parse", "--short", "--verify", f"{rev}^{{commit}}")
-        root = self.tmp / f"ref-{commit}"
-        _git("worktree", "add", "--detach", str(root), commit)
         if self.db == "postgres":
-            _pg_execute(f"DROP DATABASE IF EXISTS {PG_NAME_REF} WITH (FORCE)")
-            _pg_execute(f"CREATE DATABASE {PG_NAME_REF}")
             url = f"postgres://postgres@127.0.0.1:5432/{PG_NAME_REF}"
         else:
             url = f"sqlite:///{self.tmp / 'bench-ref.sqlite3'}"
-        self.ref = Checkout(commit, root, url)
+        self.ref = Checkout(commit, self.tmp / f"ref-{commit}", url)  # close() removes both
+        _git("worktree", "add", "--detach", str(self.ref.root), commit)
+        if self.db == "postgres":
+            _pg_execute(f"DROP DATABASE IF EXISTS {PG_NAME_REF} WITH (FORCE)")
+            _pg_execute(f"CREATE DATABASE {PG_NAME_REF}")
         return self.ref
 
     # -- processes -------------------------------------------------------------------------
@@ -242,15 +242,18 @@ class Stack:
         for name in list(self.procs):
             with contextlib.suppress(Exception):
                 self.stop(name)
+        stale_worktree = False
         if self.ref is not None:
-            with contextlib.suppress(Exception):
+            try:
                 _git("worktree", "remove", "--force", str(self.ref.root))
+            except Exception:
+                stale_worktree = True
         if self.db == "postgres":
             for name in (PG_NAME, PG_NAME_REF) if self.ref else (PG_NAME,):
                 with contextlib.suppress(Exception):
                     _pg_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         shutil.rmtree(self.tmp, ignore_errors=True)
-        if self.ref is not None:  # a worktree whose removal failed is forgotten once it is gone
+        if stale_worktree:  # git forgets a worktree whose folder is gone
             with contextlib.suppress(Exception):
                 _git("worktree", "prune")
 
