@@ -17,7 +17,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench import admin, capacity, compare, dashboard, datasets, dbwork, frames, latency, lists
-from bench.context import Bench, Options
+from bench.context import Bench, Fixtures, Options
 from bench.report import render
 from bench.servers import Stack
 
@@ -67,7 +67,14 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         default=[],
         metavar="NAME=VALUE",
         help="instead of the figures, compare Parley with a second Parley started with these "
-        "settings (e.g. PARLEY_SWITCH_INTERVAL=0.0002), fig 1's rounds at many clients in turn",
+        "settings (e.g. PARLEY_TUNE_GC=false), fig 1's rounds at many clients in turn",
+    )
+    parser.add_argument(
+        "--against-ref",
+        default="",
+        metavar="REV",
+        help="as --against, but the second Parley runs the code of this commit (from a git "
+        "worktree, with a database of its own); with --against, also those settings",
     )
     parser.add_argument(
         "--profile",
@@ -84,8 +91,8 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     if any(not name or not sep for name, sep, _ in settings):
         parser.error("--against takes NAME=VALUE settings")
     against = {name: value for name, _, value in settings}
-    if against and only:
-        parser.error("--against runs its own comparison; leave out --only")
+    if (against or args.against_ref) and only:
+        parser.error("--against and --against-ref run their own comparison; leave out --only")
     opts = Options(
         quick=args.quick,
         only=only,
@@ -95,6 +102,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         capacity_levels=sorted(args.capacity_levels),
         capacity_transport=args.capacity_transport,
         against=against,
+        against_ref=args.against_ref,
     )
     return opts, args
 
@@ -114,14 +122,14 @@ def cpu_check() -> float:
 
 
 def _selected(opts: Options) -> list[str]:
-    if opts.against:
+    if opts.against or opts.against_ref:
         return ["compare"]
     return [name for name in FIGURES if name != "compare" and (not opts.only or name in opts.only)]
 
 
 def setup(bench: Bench, figures: list[str]) -> None:
     stack, opts = bench.stack, bench.opts
-    steps = tqdm(total=5, desc="setup", unit="step")
+    steps = tqdm(total=7 if opts.against_ref else 5, desc="setup", unit="step")
     try:
         stack.start_upstream()
         steps.update()
@@ -136,14 +144,23 @@ def setup(bench: Bench, figures: list[str]) -> None:
             needed += capacity.sessions_needed(bench)
         if "compare" in figures:
             needed += compare.sessions_needed(bench)
-        data = stack.helper("fixtures", "--sessions", str(needed), "--models", *models)
+        fixtures = ["fixtures", "--sessions", str(needed), "--models", *models]
+        data = stack.helper(*fixtures)
         bench.token, bench.cookie = data["token"], data["cookie"]
         bench.agents, bench.sessions = data["agents"], data["sessions"]
         steps.update()
+        ref = None
+        if opts.against_ref:  # another commit's code, migrated and seeded by that code
+            ref = stack.checkout(opts.against_ref)
+            steps.update()
+            stack.manage("migrate", "--run-syncdb", "--noinput", ref=ref)
+            data = stack.helper(*fixtures, ref=ref)
+            bench.ref = Fixtures(data["token"], data["cookie"], data["agents"], data["sessions"])
+            steps.update()
         stack.start_daphne("parley", "project.asgi:application", "project.settings")
-        if opts.against:  # bench/compare.py: the same code with other settings
+        if opts.against or ref:  # bench/compare.py: other settings, or another commit's code
             app, settings = "project.asgi:application", "project.settings"
-            stack.start_daphne("parley_b", app, settings, **opts.against)
+            stack.start_daphne("parley_b", app, settings, ref, **opts.against)
         steps.update()
         if {"latency", "frames", "capacity"} & set(figures):
             stack.start_daphne("naive", "bench.naive.asgi:application", "bench.naive.settings")

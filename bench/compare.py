@@ -1,6 +1,7 @@
 """Parley against itself with other settings (`--against NAME=VALUE ...`): fig 1's rounds at many
 clients, on a second daphne process of the same code and database started with those settings
-(B), taking turns round by round with the one configured as usual (A).
+(B), taking turns round by round with the one configured as usual (A). With `--against-ref REV`,
+B runs the code of commit REV instead, from a git worktree and a database of its own.
 
 This machine runs the same code up to half again slower from one minute to the next, so two
 separate runs of the benchmark cannot tell a change of 10% apart; in one run, with the two
@@ -45,8 +46,15 @@ MEASURES = (
 )
 
 
+def b_label(bench: Bench) -> str:
+    """B's commit, if another, and its settings."""
+    ref = bench.stack.ref
+    named = [ref.commit] if ref else []
+    return "B: " + " ".join(named + [f"{k}={v}" for k, v in bench.opts.against.items()])
+
+
 def _rows(bench: Bench, where: str, series: dict[str, latency.Series]) -> None:
-    against = "B: " + " ".join(f"{k}={v}" for k, v in bench.opts.against.items())
+    against = b_label(bench)
     for mine, theirs in PAIRS:
         label = f"{latency.LABELS[mine]} · {where}"
         for measure, unit, values in MEASURES:
@@ -60,9 +68,16 @@ def _rows(bench: Bench, where: str, series: dict[str, latency.Series]) -> None:
 async def run(bench: Bench) -> None:
     steps = plan(bench)
     bar = tqdm(total=sum(step.rounds for step in steps), desc="A/B", unit="round")
+    ref = bench.stack.ref
+    b = (
+        f"a second Parley of commit {ref.commit} (its own worktree and database)"
+        if ref
+        else "a second Parley of the same code and database"
+    )
+    if bench.opts.against:
+        b += " with the settings named"
     bench.note(
-        "A/B: the Parley column is A, Parley as configured; the reference is B, a second Parley "
-        "of the same code and database with the settings named; ratio A / B"
+        f"A/B: the Parley column is A, Parley as configured; the reference is B, {b}; ratio A / B"
     )
     try:
         for step in steps:

@@ -23,6 +23,8 @@ class Options:
     capacity_transport: str = "ws"
     # Settings of a second Parley to compare with (bench/compare.py), as environment variables.
     against: dict[str, str] = field(default_factory=dict)
+    # A commit whose code that second Parley runs, from a worktree and database of its own.
+    against_ref: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,16 +46,14 @@ class Scenario:
 
 
 @dataclass
-class Bench:
-    opts: Options
-    stack: Stack
+class Fixtures:
+    """What a Parley's database holds for the load: a user's token and cookie, one agent per
+    upstream script, and sessions nobody has run in yet."""
+
     token: str = ""
     cookie: str = ""
     agents: dict[str, str] = field(default_factory=dict)
     sessions: list[str] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    shared: dict[str, Any] = field(default_factory=dict)  # results one figure lends another
     _taken: int = 0
 
     def take(self, n: int) -> list[str]:
@@ -66,6 +66,21 @@ class Bench:
 
     def agent(self, scenario: Scenario) -> str:
         return self.agents[scenario.model]
+
+
+@dataclass(kw_only=True)
+class Bench(Fixtures):
+    opts: Options
+    stack: Stack
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    shared: dict[str, Any] = field(default_factory=dict)  # results one figure lends another
+    # The second Parley's, when it has a database of its own (--against-ref).
+    ref: Fixtures | None = None
+
+    def fixtures(self, server: str) -> Fixtures:
+        """The fixtures in the database of the named server."""
+        return self.ref if server == "parley_b" and self.ref is not None else self
 
     def add(self, row: Row) -> None:
         self.rows.append(row)

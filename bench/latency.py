@@ -111,6 +111,7 @@ async def _runners(
     """n independent clients of one transport, and how to let them go."""
     stack, timeout, tokens = bench.stack, scenario.timeout(), scenario.tokens
     server, kind = SERVER.get(transport, ""), transport.removesuffix("_b")
+    fixtures = bench.fixtures(server)
     if kind == "direct":
         directs = [DirectClient(stack.upstream_url, timeout) for _ in range(n)]
         await connect_all(directs)
@@ -120,9 +121,9 @@ async def _runners(
 
         return [run_direct] * n, close_all(directs)
     if kind == "sse":
-        sses = [SSEClient(stack.url(server), bench.token, timeout) for _ in range(n)]
+        sses = [SSEClient(stack.url(server), fixtures.token, timeout) for _ in range(n)]
         await connect_all(sses)
-        sessions, agent = bench.take(n), bench.agent(scenario)
+        sessions, agent = fixtures.take(n), fixtures.agent(scenario)
 
         async def run_sse(i: int) -> RunResult:
             return await sses[i].run(agent, sessions[i], PROMPT, tokens, timeout)
@@ -132,7 +133,7 @@ async def _runners(
     watched: list[str] | None = None
     if kind == "ws":
         url, path = stack.url(server), "/ws/chat/"
-        sessions, agent = bench.take(n), bench.agent(scenario)
+        sessions, agent = fixtures.take(n), fixtures.agent(scenario)
         watched = sessions
         frames = [
             {"action": "send", "input": PROMPT, "session_id": s, "agent_id": agent}
@@ -144,7 +145,7 @@ async def _runners(
             {"action": "send", "input": PROMPT, "session_id": uuid.uuid4().hex, "model": model}
             for model in [scenario.model] * n
         ]
-    sockets = await open_sockets(n, url, path, bench.cookie, watched)
+    sockets = await open_sockets(n, url, path, fixtures.cookie, watched)
     failed = [False] * n
 
     def runner(i: int) -> Runner:
@@ -153,7 +154,8 @@ async def _runners(
                 # A run that failed may have left frames unread: they must not count as the
                 # next run's. Its socket is replaced, as a browser tab would reconnect.
                 await sockets[i].close()
-                fresh = await open_sockets(1, url, path, bench.cookie, watched and [watched[i]])
+                cookie = fixtures.cookie
+                fresh = await open_sockets(1, url, path, cookie, watched and [watched[i]])
                 sockets[i] = fresh[0]
             result = await sockets[i].run(frames[i], tokens, timeout)
             failed[i] = not result.ok

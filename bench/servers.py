@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 PG_NAME = "parley_bench"
+PG_NAME_REF = "parley_bench_ref"
 START_TIMEOUT = 60.0
 HELPER_TIMEOUT = 300.0
 
@@ -42,11 +43,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        raise BenchError(f"git {' '.join(args)} failed:\n{done.stderr}")
+    return done.stdout.strip()
+
+
 def _pg_execute(sql: str) -> None:
     import psycopg
 
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(sql)
+
+
+@dataclass
+class Checkout:
+    """Another commit's code, in a git worktree of its own, and the scratch database its
+    server uses (`--against-ref`)."""
+
+    commit: str  # short id
+    root: Path
+    database_url: str
 
 
 @dataclass
@@ -59,6 +77,7 @@ class Stack:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     database_url: str = ""
+    ref: Checkout | None = None
     _closed: bool = False
 
     def __post_init__(self) -> None:
@@ -73,16 +92,19 @@ class Stack:
 
     # -- environment -----------------------------------------------------------------------
 
-    def env(self, settings: str = "project.settings", **extra: str) -> dict[str, str]:
+    def env(
+        self, settings: str = "project.settings", ref: Checkout | None = None, **extra: str
+    ) -> dict[str, str]:
+        """The environment of a server or helper: of this checkout, or of `ref`'s."""
         env = {
             k: v
             for k, v in os.environ.items()
             if k not in ("REDIS_URL", "OPENAI_API_KEY", "LLM_MODEL")
         }
         env.update(
-            PYTHONPATH=str(ROOT),
+            PYTHONPATH=str(ref.root if ref else ROOT),
             DJANGO_SETTINGS_MODULE=settings,
-            DATABASE_URL=self.database_url,
+            DATABASE_URL=ref.database_url if ref else self.database_url,
             LLM_BASE_URL=self.upstream_url,
             LLM_API_KEY="bench",
             # A benchmark measures production settings: DEBUG would log every query.
@@ -109,12 +131,29 @@ class Stack:
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.ports[name]}"
 
+    def checkout(self, rev: str) -> Checkout:
+        """`rev`'s code in a detached git worktree, with a scratch database of its own (not yet
+        migrated); `close()` removes both."""
+        commit = _git("rev-parse", "--short", "--verify", f"{rev}^{{commit}}")
+        if self.db == "postgres":
+            url = f"postgres://postgres@127.0.0.1:5432/{PG_NAME_REF}"
+        else:
+            url = f"sqlite:///{self.tmp / 'bench-ref.sqlite3'}"
+        self.ref = Checkout(commit, self.tmp / f"ref-{commit}", url)  # close() removes both
+        _git("worktree", "add", "--detach", str(self.ref.root), commit)
+        if self.db == "postgres":
+            _pg_execute(f"DROP DATABASE IF EXISTS {PG_NAME_REF} WITH (FORCE)")
+            _pg_execute(f"CREATE DATABASE {PG_NAME_REF}")
+        return self.ref
+
     # -- processes -------------------------------------------------------------------------
 
-    def spawn(self, name: str, args: list[str], env: dict[str, str], port: int) -> None:
+    def spawn(
+        self, name: str, args: list[str], env: dict[str, str], port: int, cwd: Path = ROOT
+    ) -> None:
         log = open(self.tmp / f"{name}.log", "wb")
         proc = subprocess.Popen(
-            [PYTHON, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            [PYTHON, *args], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
         self.procs[name] = proc
@@ -140,12 +179,22 @@ class Stack:
             "upstream", ["-m", "bench.upstream", "--port", str(port)], dict(os.environ), port
         )
 
-    def start_daphne(self, name: str, application: str, settings: str, **extra: str) -> None:
+    def start_daphne(
+        self,
+        name: str,
+        application: str,
+        settings: str,
+        ref: Checkout | None = None,
+        **extra: str,
+    ) -> None:
+        """A daphne process serving this checkout's code, or `ref`'s (from its worktree, on its
+        database)."""
         port = free_port()
         # Listening as `manage.py serve` does: with a queue for a burst of new connections.
         endpoint = daphne_endpoint("127.0.0.1", port)
         args = ["-m", "daphne", "-v", "0", "--endpoint", endpoint, application]
-        self.spawn(name, args, self.env(settings, **extra), port)
+        cwd = ref.root if ref else ROOT
+        self.spawn(name, args, self.env(settings, ref, **extra), port, cwd)
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name, None)
@@ -163,19 +212,22 @@ class Stack:
 
     # -- helpers run with the servers' settings -------------------------------------------
 
-    def manage(self, *args: str) -> None:
-        self._python("manage.py", *args)
+    def manage(self, *args: str, ref: Checkout | None = None) -> None:
+        self._python("manage.py", *args, ref=ref)
 
-    def helper(self, *args: str) -> Any:
-        """Run `python -m bench.dbtool ARGS` in the servers' environment; its last line is JSON."""
-        result = self._python("-m", "bench.dbtool", *args)
+    def helper(self, *args: str, ref: Checkout | None = None) -> Any:
+        """Run `python -m bench.dbtool ARGS` in the servers' environment (or with `ref`'s code
+        and database); its last line is JSON."""
+        result = self._python("-m", "bench.dbtool", *args, ref=ref)
         return json.loads(result.stdout.decode().strip().splitlines()[-1])
 
-    def _python(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+    def _python(
+        self, *args: str, ref: Checkout | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
         result = subprocess.run(
             [PYTHON, *args],
-            cwd=ROOT,
-            env=self.env("bench.naive.settings"),
+            cwd=ref.root if ref else ROOT,
+            env=self.env("bench.naive.settings", ref),
             capture_output=True,
             timeout=HELPER_TIMEOUT,
         )
@@ -190,10 +242,20 @@ class Stack:
         for name in list(self.procs):
             with contextlib.suppress(Exception):
                 self.stop(name)
+        stale_worktree = False
+        if self.ref is not None:
+            try:
+                _git("worktree", "remove", "--force", str(self.ref.root))
+            except Exception:
+                stale_worktree = True
         if self.db == "postgres":
-            with contextlib.suppress(Exception):
-                _pg_execute(f"DROP DATABASE IF EXISTS {PG_NAME} WITH (FORCE)")
+            for name in (PG_NAME, PG_NAME_REF) if self.ref else (PG_NAME,):
+                with contextlib.suppress(Exception):
+                    _pg_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if stale_worktree:  # git forgets a worktree whose folder is gone
+            with contextlib.suppress(Exception):
+                _git("worktree", "prune")
 
 
 def cpu_seconds(pid: int) -> float:

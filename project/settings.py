@@ -48,18 +48,22 @@ INSTALLED_APPS = [
     "datasets_app",
 ]
 
-# Django's own, with their hooks run on the event loop where they do no I/O (project.middleware).
+# With PARLEY_TUNE_MIDDLEWARE, project.tuning's subclasses of Django's and WhiteNoise's middleware
+# (same names), whose hooks run on the event loop where they do no I/O; without, the stock ones.
+PARLEY_TUNE_MIDDLEWARE = envbool("PARLEY_TUNE_MIDDLEWARE", "True")
 MIDDLEWARE = [
-    "project.middleware.SecurityMiddleware",
-    "project.middleware.StaticFilesMiddleware",
-    "project.middleware.SessionMiddleware",
-    "project.middleware.CommonMiddleware",
-    "project.middleware.CsrfViewMiddleware",
-    "project.middleware.AuthenticationMiddleware",
-    "project.middleware.MessageMiddleware",
-    "project.middleware.XFrameOptionsMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
-]
+    f"project.tuning.{path.rpartition('.')[2]}" if PARLEY_TUNE_MIDDLEWARE else path
+    for path in (
+        "django.middleware.security.SecurityMiddleware",
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+        "django.contrib.sessions.middleware.SessionMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.contrib.auth.middleware.AuthenticationMiddleware",
+        "django.contrib.messages.middleware.MessageMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    )
+] + ["django_htmx.middleware.HtmxMiddleware"]
 
 ROOT_URLCONF = "project.urls"
 ASGI_APPLICATION = "project.asgi.application"
@@ -164,10 +168,13 @@ PARLEY_COALESCE_RUNS = envint("PARLEY_COALESCE_RUNS", 50)
 # Partial answers are saved at most this often while a run streams; under load the interval
 # stretches like the coalescing (one interval per PARLEY_COALESCE_RUNS streaming runs).
 PARLEY_CHECKPOINT_INTERVAL = envfloat("PARLEY_CHECKPOINT_INTERVAL", 1.0)
-# Seconds a thread may hold the interpreter lock while another waits for it (Python's default:
-# 0.005); set by the ASGI application at start-up.
-PARLEY_SWITCH_INTERVAL = envfloat("PARLEY_SWITCH_INTERVAL", 0.001)
-# Threads (each with its own database connection) that run requests' synchronous code.
+# Changes to how the libraries Parley runs on behave (project/tuning.py says why), each on unless
+# set to false; PARLEY_TUNE_MIDDLEWARE is with MIDDLEWARE above.
+PARLEY_TUNE_PRELOAD_URLS = envbool("PARLEY_TUNE_PRELOAD_URLS", "True")
+PARLEY_TUNE_GC = envbool("PARLEY_TUNE_GC", "True")
+PARLEY_TUNE_ADMIN_CHECKBOX = envbool("PARLEY_TUNE_ADMIN_CHECKBOX", "True")
+# Long-lived threads (each keeping its database connection) that run requests' synchronous code.
+PARLEY_TUNE_REQUEST_THREADS = envbool("PARLEY_TUNE_REQUEST_THREADS", "True")
 PARLEY_REQUEST_THREADS = envint("PARLEY_REQUEST_THREADS", 8)
 # Each process marks its runs alive this often; runs silent for STALE seconds are interrupted.
 PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)

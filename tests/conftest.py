@@ -103,12 +103,11 @@ def _close_worker_thread_connections() -> Iterator[None]:
     from asgiref.sync import SyncToAsync
     from django.db import connections
 
-    from project.asgi import request_threads
+    from project import tuning
 
-    futures = [
-        SyncToAsync.single_thread_executor.submit(connections.close_all),
-        *request_threads.submit_to_each(connections.close_all),
-    ]
+    futures = [SyncToAsync.single_thread_executor.submit(connections.close_all)]
+    if tuning.request_threads is not None:
+        futures += tuning.request_threads.submit_to_each(connections.close_all)
     try:
         for future in futures:
             future.result(timeout=15)

@@ -105,7 +105,9 @@ def test_staff_list_every_users_sessions(root, sessions):
         assert f'value="{session.session_id}" class="action-select"' in page
 
 
-def test_the_row_checkbox_is_exactly_djangos(superuser, sessions):
+@pytest.mark.parametrize("written_directly", [True, False])
+def test_the_row_checkbox_is_exactly_djangos(superuser, sessions, settings, written_directly):
+    settings.PARLEY_TUNE_ADMIN_CHECKBOX = written_directly
     ours = SessionAdmin(Session, admin.site)
     stock = admin.ModelAdmin(Session, admin.site)
     assert ours.action_checkbox(sessions[0]) == stock.action_checkbox(sessions[0])

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from asgiref.sync import SyncToAsync
+from django.conf import settings as django_settings
 from django.test import AsyncClient
 
 from sessions_app.services.tokens import create_token
@@ -53,6 +54,23 @@ async def test_an_api_call_runs_no_middleware_hook_in_a_thread(alice, hops):
     assert hops and middleware_hooks(hops) == []
 
 
+async def test_with_the_stock_middleware_its_hooks_run_in_a_thread(alice, hops, settings):
+    settings.MIDDLEWARE = loaded_as_daphne_loads_it(
+        "from django.conf import settings\nprint(*settings.MIDDLEWARE)\n",
+        PARLEY_TUNE_MIDDLEWARE="false",
+    )
+    assert settings.MIDDLEWARE[0] == "django.middleware.security.SecurityMiddleware"
+    _, raw = await create_token_async(alice)
+    response = await AsyncClient().get("/api/sessions", headers={"Authorization": f"Bearer {raw}"})
+    assert response.status_code == 200
+    assert response["X-Frame-Options"] == "DENY"
+    # Django's own: each hook a round trip to a thread (and WhiteNoise, sync only, takes the
+    # middleware outside it there too).
+    hooks = middleware_hooks(hops)
+    assert "SessionMiddleware.process_request" in hooks
+    assert "XFrameOptionsMiddleware.process_response" in hooks
+
+
 async def test_a_login_saves_its_session_in_a_thread(alice, hops):
     client = AsyncClient()
     page = await client.get("/accounts/login/")
@@ -86,22 +104,25 @@ async def create_token_async(user):
     return await sync_to_async(create_token)(user)
 
 
-async def test_requests_share_long_lived_threads_that_keep_their_database_connection(alice):
+async def threads_of_requests(user, n: int) -> tuple[list[str], list[str], list[object]]:
+    """n API calls one after another through the ASGI application as it is: the thread each new
+    database connection was made in, the thread each request ended in, and the connections."""
     import threading
 
     from django.core.signals import request_finished
     from django.db.backends.signals import connection_created
 
-    from project.asgi import request_threads
     from tests.asgiclient import ASGIClient
 
-    _, raw = await create_token_async(alice)
+    _, raw = await create_token_async(user)
     client = ASGIClient({"authorization": f"Bearer {raw}"})
-    connected: list[str] = []  # the thread of each new database connection
-    finished: list[str] = []  # the thread each request ended in
+    connected: list[str] = []
+    finished: list[str] = []
+    connections: list[object] = []
 
     def on_connect(sender, connection, **kwargs):
         connected.append(threading.current_thread().name)
+        connections.append(connection)
 
     def on_finish(sender, **kwargs):
         finished.append(threading.current_thread().name)
@@ -109,50 +130,82 @@ async def test_requests_share_long_lived_threads_that_keep_their_database_connec
     connection_created.connect(on_connect)
     request_finished.connect(on_finish)
     try:
-        for _ in range(5):
+        for _ in range(n):
             response = await client.get("/api/sessions")
             assert response.status_code == 200
             assert response.json()["meta"]["total_count"] == 0
     finally:
         connection_created.disconnect(on_connect)
         request_finished.disconnect(on_finish)
+    return connected, finished, connections
+
+
+async def test_requests_share_long_lived_threads_that_keep_their_database_connection(alice):
+    from project import tuning
+
+    connected, finished, _ = await threads_of_requests(alice, 5)
     # One after another, the requests ran in the same request thread (the least busy: all were
     # idle), and only the first of them had to connect to the database.
     assert len(finished) == 5 and len(set(finished)) == 1
     assert finished[0].startswith("parley-request-")
     assert connected == finished[:1]
-    assert request_threads.busy == [0] * len(request_threads.executors)
+    assert tuning.request_threads is not None
+    assert tuning.request_threads.busy == [0] * len(tuning.request_threads.executors)
 
 
-def test_the_asgi_application_shortens_the_interpreters_switch_interval(settings):
-    import sys
+TUNING = [name for name in dir(django_settings) if name.startswith("PARLEY_TUNE_")]
 
-    import project.asgi  # noqa: F401  (sets it when loaded, as daphne loads it)
 
-    assert sys.getswitchinterval() == pytest.approx(settings.PARLEY_SWITCH_INTERVAL)
-    assert settings.PARLEY_SWITCH_INTERVAL < 0.005
+async def test_without_request_threads_each_request_connects_in_a_thread_of_its_own(
+    alice, settings, monkeypatch
+):
+    import tests.asgiclient
+    from project import asgi, tuning
+
+    for name in TUNING:  # nothing else changed a second time in this process
+        setattr(settings, name, False)
+    http = tuning.apply(asgi.django_asgi_app)
+    assert http is asgi.django_asgi_app  # Django's own handler
+    monkeypatch.setattr(tests.asgiclient, "application", http)
+    connected, finished, connections = await threads_of_requests(alice, 3)
+    try:
+        # Django's own: a new thread for every request, and so a new database connection.
+        assert len(finished) == 3 and len(set(finished)) == 3
+        assert connected == finished
+        assert not any(name.startswith("parley-request-") for name in finished)
+    finally:
+        for connection in connections:  # their threads are gone; the test database must go too
+            if connection.connection is not None:
+                connection.connection.close()
 
 
 def test_the_asgi_application_collects_garbage_less_often():
     import gc
 
-    import project.asgi
+    import project.asgi  # noqa: F401
+    from project import tuning
 
-    assert gc.get_threshold()[0] == project.asgi.GC_THRESHOLD > 700
+    assert gc.get_threshold()[0] == tuning.GC_THRESHOLD > 700
     assert gc.get_freeze_count() > 0  # what start-up loaded is left out of collections
 
 
-def loaded_as_daphne_loads_it(probe: str) -> list[str]:
+def test_without_the_gc_setting_collections_are_pythons_own():
+    probe = "import gc\nprint(gc.get_threshold()[0], gc.get_freeze_count())\n"
+    assert loaded_as_daphne_loads_it(probe, PARLEY_TUNE_GC="false") == ["700", "0"]
+
+
+def loaded_as_daphne_loads_it(probe: str, **settings: str) -> list[str]:
     """What `probe` prints, run in a process of its own after importing the ASGI application
-    without DEBUG, as daphne imports it (Django's test client changes the request signals)."""
+    without DEBUG, as daphne imports it, with these settings in its environment."""
     import subprocess
     import sys
 
     from tests.conftest import subprocess_env
 
+    env = subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", DEBUG="false", **settings)
     done = subprocess.run(
         [sys.executable, "-c", "import project.asgi\n" + probe],
-        env=subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", DEBUG="false"),
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
@@ -162,19 +215,6 @@ def loaded_as_daphne_loads_it(probe: str) -> list[str]:
 
 
 def test_the_urls_and_the_api_are_loaded_with_the_application_not_by_the_first_request():
-    assert loaded_as_daphne_loads_it("import sys\nprint('project.api' in sys.modules)\n") == [
-        "True"
-    ]
-
-
-def test_stale_connections_are_closed_when_requests_end_not_when_they_start():
-    probe = (
-        "from django.core import signals\n"
-        "from django.db import close_old_connections as check\n"
-        "def has(signal):\n"
-        "    return any(r is check for group in signal._live_receivers(None) for r in group)\n"
-        "print(has(signals.request_started), has(signals.request_finished))\n"
-        "print(len(signals.request_started._live_receivers(None)[0]))\n"
-    )
-    # Without DEBUG no receiver is left at the start: a request takes no turn on a thread.
-    assert loaded_as_daphne_loads_it(probe) == ["False", "True", "0"]
+    probe = "import sys\nprint('project.api' in sys.modules)\n"
+    assert loaded_as_daphne_loads_it(probe) == ["True"]
+    assert loaded_as_daphne_loads_it(probe, PARLEY_TUNE_PRELOAD_URLS="false") == ["False"]

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin
-from django.contrib.admin import helpers
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import BigIntegerField, F, Field, Func, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils.functional import cached_property
-from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import gettext as _
 
+from project import tuning
 from sessions_app.admin import display
 
 # Below this many rows by PostgreSQL's estimate, counting exactly is cheap enough.
@@ -62,7 +61,7 @@ class LargeTablePaginator(Paginator):
 
 class ListAdmin(admin.ModelAdmin):
     """For the large tables: estimated totals, no full count, and each row's action checkbox
-    written directly (Django renders it as a form widget per row, a third of a page's time)."""
+    written directly (PARLEY_TUNE_ADMIN_CHECKBOX)."""
 
     paginator = LargeTablePaginator
     show_full_result_count = False
@@ -70,12 +69,9 @@ class ListAdmin(admin.ModelAdmin):
 
     @admin.display(description=mark_safe('<input type="checkbox" id="action-toggle">'))
     def action_checkbox(self, obj: object) -> SafeString:
-        return format_html(
-            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
-            helpers.ACTION_CHECKBOX_NAME,
-            str(obj.pk),  # type: ignore[attr-defined]
-            format_html(_("Select this object for an action - {}"), obj),
-        )
+        if settings.PARLEY_TUNE_ADMIN_CHECKBOX:
+            return tuning.action_checkbox(obj)
+        return super().action_checkbox(obj)
 
 
 class MetricColumns:
