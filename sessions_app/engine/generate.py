@@ -130,6 +130,7 @@ class _Answer:
             await self.starts.wait(GIVE_WAY)
         now = time.monotonic()  # per delta only a clock read: a fast upstream sends thousands
         if now >= self.next_checkpoint:
+            self.coalescer.flush()  # what is saved is what was sent: `seq` counts it
             content = "".join(self.parts)
             if not await store.checkpoint(self.run.run_id, content, self.stream.seq):
                 raise asyncio.CancelledError  # cancelled from another process

@@ -38,6 +38,15 @@ def crosses_processes() -> bool:
     return layer is not None and not isinstance(layer, InMemoryChannelLayer)
 
 
+class _Membership:
+    """This process's channel in one session's group: how many subscribers want it, and the last
+    change sent (adds and discards go out in order, each after the one before)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.change: asyncio.Task[None] | None = None
+
+
 class Bridge:
     def __init__(
         self, deliver: Callable[[Event], None], snapshot_of: Callable[[str], dict[str, Any]]
@@ -45,15 +54,21 @@ class Bridge:
         self.deliver = deliver  # an event from another process, to this one's subscribers
         self.snapshot_of = snapshot_of  # what a run of ours has streamed so far
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._layer: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     def _bind(self) -> None:
-        """Start this process's pump and receiver on the running loop, once per loop."""
-        loop = asyncio.get_running_loop()
-        if loop is self._loop and not self._tasks[0].done():
+        """Start this process's pump and receivers on the running loop and the configured layer,
+        once; again when either changes (tests run several of each) or a task has ended."""
+        loop, layer = asyncio.get_running_loop(), get_channel_layer()
+        if loop is self._loop and layer is self._layer and not any(t.done() for t in self._tasks):
             return
-        self._loop = loop
+        for task in self._tasks:
+            if task.get_loop() is loop:
+                task.cancel()
+        self._loop, self._layer = loop, layer
         self._outbox: asyncio.Queue[Event] = asyncio.Queue()
-        self._watched: dict[str, int] = {}  # group -> this process's subscribers to it
+        self._groups: dict[str, _Membership] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
         # Events and replies come on a channel of this process's own; requests for snapshots
         # on the one named after its worker id, where other processes can address it.
@@ -70,24 +85,39 @@ class Bridge:
         self._outbox.put_nowait(event)
 
     async def join(self, session_id: str) -> None:
+        """Once this returns, events published anywhere in the session reach this process."""
         self._bind()
-        group = group_name(session_id)
-        self._watched[group] = self._watched.get(group, 0) + 1
-        if self._watched[group] == 1:
-            await get_channel_layer().group_add(group, await self._channel)
+        membership = self._groups.setdefault(group_name(session_id), _Membership())
+        membership.count += 1
+        if membership.count == 1:
+            membership.change = self._change(membership, "group_add", session_id)
+        try:
+            await asyncio.shield(membership.change)
+        except BaseException:
+            self.leave(session_id)
+            raise
 
     def leave(self, session_id: str) -> None:
         if self._loop is not asyncio.get_running_loop():
             return  # joined on a loop that has ended (tests run several), and its groups with it
-        group = group_name(session_id)
-        left = self._watched.get(group, 0) - 1
-        if left > 0:
-            self._watched[group] = left
+        membership = self._groups.get(group_name(session_id))
+        if membership is None or membership.count == 0:
             return
-        self._watched.pop(group, None)
-        if self._channel.done():
-            discard = get_channel_layer().group_discard(group, self._channel.result())
-            asyncio.get_running_loop().create_task(discard)
+        membership.count -= 1
+        if membership.count == 0:
+            membership.change = self._change(membership, "group_discard", session_id)
+
+    def _change(self, membership: _Membership, method: str, session_id: str) -> asyncio.Task:
+        previous, layer = membership.change, self._layer
+
+        async def change() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            await getattr(layer, method)(group_name(session_id), await self._channel)
+
+        task = asyncio.get_running_loop().create_task(change(), name=f"parley-events-{method}")
+        task.add_done_callback(_log_failure)
+        return task
 
     async def ask_snapshot(self, worker_id: str, run_id: str, limit: float) -> dict | None:
         """What the process `worker_id` has streamed of the run; None if it did not answer."""
@@ -96,7 +126,7 @@ class Bridge:
         answer = self._asked[nonce] = asyncio.get_running_loop().create_future()
         request = {"type": "snapshot.request", "run_id": run_id, "reply_to": await self._channel}
         try:
-            await get_channel_layer().send(worker_channel(worker_id), {**request, "nonce": nonce})
+            await self._layer.send(worker_channel(worker_id), {**request, "nonce": nonce})
             async with asyncio.timeout(limit):
                 return await answer
         except TimeoutError:
@@ -113,7 +143,7 @@ class Bridge:
     async def _pump(self) -> None:
         """Forward queued events: in order within a session, sessions side by side, all that
         waits at each pass (one send at a time capped a process at an event per loop turn)."""
-        layer = get_channel_layer()
+        layer = self._layer
         while True:
             batch = [await self._outbox.get()]
             while not self._outbox.empty():
@@ -139,13 +169,13 @@ class Bridge:
                 log.exception("could not forward an event")
 
     async def _receive(self) -> None:
-        layer = get_channel_layer()
+        layer = self._layer
         channel = await layer.new_channel()
         self._channel.set_result(channel)
         await self._listen(layer, channel)
 
     async def _serve_snapshots(self) -> None:
-        await self._listen(get_channel_layer(), worker_channel(WORKER_ID))
+        await self._listen(self._layer, worker_channel(WORKER_ID))
 
     async def _listen(self, layer: Any, channel: str) -> None:
         while True:
@@ -187,3 +217,8 @@ async def _receive_until_cancelled(layer: Any, channel: str) -> dict[str, Any]:
         if not receiving.cancelled():
             receiving.exception()  # retrieved: an error while stopping says nothing more
         raise
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("could not change a group of the channel layer", exc_info=task.exception())

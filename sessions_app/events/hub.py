@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,8 +15,6 @@ from sessions_app.process import WORKER_ID
 
 # How long a process streaming a run may take to say what it streamed so far.
 SNAPSHOT_TIMEOUT = 3.0
-# How long a finished run's events stay here, for a subscriber that comes just after its end.
-FINISHED_KEPT = 60.0
 FINISHED = 2**31  # the seq seen of a run shown as stored: no later event adds to it
 
 
@@ -25,6 +24,7 @@ class _Subscriber:
         self.run_id = run_id
         self.queue: asyncio.Queue[Event] = asyncio.Queue()
         self.seen: dict[str, int] = {}  # run id -> the last seq given
+        self.across = False  # whether it joined the session's group for other processes
 
     def offer(self, event: Event) -> None:
         if self.run_id is None or event.get("run_id") == self.run_id:
@@ -43,7 +43,11 @@ class _Subscriber:
 
 class Hub:
     def __init__(self) -> None:
-        self.streams: dict[uuid.UUID, RunStream] = {}
+        self.streams: dict[uuid.UUID, RunStream] = {}  # streaming in this process
+        # Ended, kept while something holds them (a run's handle, for its SSE response).
+        self.ended: weakref.WeakValueDictionary[uuid.UUID, RunStream] = (
+            weakref.WeakValueDictionary()
+        )
         self.subscribers: dict[str, set[_Subscriber]] = {}  # by session id
         self.bridge = Bridge(self.deliver, self.snapshot_of)
 
@@ -56,20 +60,22 @@ class Hub:
         if crosses_processes():
             self.bridge.forward(event)
         if event["event"] in TERMINAL_EVENTS:
-            run_id = uuid.UUID(event["run_id"])
-            asyncio.get_running_loop().call_later(FINISHED_KEPT, self.streams.pop, run_id, None)
+            stream = self.streams.pop(uuid.UUID(event["run_id"]), None)
+            if stream is not None:
+                self.ended[stream.run_id] = stream
 
     def deliver(self, event: Event) -> None:
         """To this process's subscribers of the event's session."""
         for subscriber in tuple(self.subscribers.get(event["session_id"], ())):
             subscriber.offer(event)
 
-    def live_stream(self, run_id: Any) -> RunStream | None:
-        stream = self.streams.get(uuid.UUID(str(run_id)))
-        return stream if stream is not None and not stream.finished else None
+    def stream_of(self, run_id: Any) -> RunStream | None:
+        """A run's stream in this process: streaming, or ended and still held."""
+        key = uuid.UUID(str(run_id))
+        return self.streams.get(key) or self.ended.get(key)
 
     def snapshot_of(self, run_id: str) -> dict[str, Any]:
-        stream = self.live_stream(run_id)
+        stream = self.streams.get(uuid.UUID(run_id))
         if stream is None:
             return {"run_id": run_id, "found": False}
         return {
@@ -79,10 +85,11 @@ class Hub:
             "seq": stream.seq,
         }
 
-    async def join(self, subscriber: _Subscriber) -> None:
+    async def join(self, subscriber: _Subscriber, *, across: bool) -> None:
         self.subscribers.setdefault(subscriber.session_id, set()).add(subscriber)
-        if crosses_processes():
+        if across and crosses_processes():
             await self.bridge.join(subscriber.session_id)
+            subscriber.across = True
 
     def leave(self, subscriber: _Subscriber) -> None:
         watching = self.subscribers.get(subscriber.session_id)
@@ -91,7 +98,7 @@ class Hub:
         watching.discard(subscriber)
         if not watching:
             del self.subscribers[subscriber.session_id]
-        if crosses_processes():
+        if subscriber.across:
             self.bridge.leave(subscriber.session_id)
 
 
@@ -108,20 +115,25 @@ def publish_session(session_id: Any, event_type: str, **data: Any) -> None:
 async def subscribe(
     session_id: Any, *, run_id: Any = None, after_seq: int = 0, idle: float | None = None
 ) -> AsyncIterator[Event | None]:
-    """Watching a session: first a `Snapshot` (its runs as stored and, for the one streaming,
-    what was streamed so far), then every later event of the session.
+    """Watching a session: first a `Snapshot` (its runs as stored and, for the one streaming
+    here, what was streamed so far); a `RunSnapshot` when another process says what it streamed
+    of its run; then every later event of the session.
     Following one run: its events after `after_seq`, until its last.
     With `idle`, None after each `idle` seconds without an event (for keep-alives)."""
     subscriber = _Subscriber(str(session_id), str(run_id) if run_id else None)
-    # Joined before anything is read: whatever is published from here on reaches the queue.
-    await hub.join(subscriber)
+    stream = hub.stream_of(run_id) if run_id else None
     try:
+        # Joined before anything is read: whatever is published from here on reaches the queue.
+        # A run streaming here needs no events from elsewhere.
+        await hub.join(subscriber, across=stream is None)
         if run_id is None:
-            yield await _snapshot(subscriber)
-        else:
+            snapshot, elsewhere = await _snapshot(subscriber)
+            yield snapshot
+            for run in elsewhere:
+                yield await _run_snapshot(subscriber, run)
+        elif stream is not None:
             subscriber.seen[str(run_id)] = after_seq
-            stream = hub.streams.get(uuid.UUID(str(run_id)))
-            for event in stream.events if stream is not None else ():
+            for event in list(stream.events):
                 if subscriber.fresh(event):
                     yield event
                     if event["event"] in TERMINAL_EVENTS:
@@ -147,37 +159,43 @@ async def _live(subscriber: _Subscriber, idle: float | None) -> AsyncIterator[Ev
             return
 
 
-async def _snapshot(subscriber: _Subscriber) -> Event:
+async def _snapshot(subscriber: _Subscriber) -> tuple[Event, list[Run]]:
+    """The session's runs, the streaming one's answer so far where this process can tell, and
+    the runs streaming in other processes, shown as last saved until those processes answer."""
     runs = [
         run
         async for run in Run.objects.filter(session_id=subscriber.session_id).order_by("position")
     ]
     streamed: dict[str, str] = {}
+    elsewhere: list[Run] = []
     for n, run in enumerate(runs):
+        seq = FINISHED
         if run.is_active:
-            runs[n], content, seq = await _streamed_so_far(run)
-            if runs[n].is_active:
-                streamed[str(run.run_id)] = content
-        else:
-            seq = FINISHED
+            stream = hub.streams.get(run.run_id)
+            if stream is not None:
+                streamed[str(run.run_id)], seq = stream.content_so_far(), stream.seq
+            elif run.worker != WORKER_ID and crosses_processes():
+                streamed[str(run.run_id)], seq = run.content, run.content_seq
+                elsewhere.append(run)
+            else:  # no process has it: it finished a moment ago, or its process died
+                runs[n] = run = await Run.objects.aget(pk=run.pk)
+                seq = run.content_seq if run.is_active else FINISHED
+                if run.is_active:
+                    streamed[str(run.run_id)] = run.content
         subscriber.seen[str(run.run_id)] = seq
-    return {
-        "event": "Snapshot",
-        "session_id": subscriber.session_id,
-        "runs": runs,
-        "streamed": streamed,
-    }
+    snapshot = {"event": "Snapshot", "session_id": subscriber.session_id, "runs": runs}
+    return {**snapshot, "streamed": streamed}, elsewhere
 
 
-async def _streamed_so_far(run: Run) -> tuple[Run, str, int]:
-    """The run and its answer so far: exact from the process streaming it, else as stored."""
-    stream = hub.live_stream(run.run_id)
-    if stream is not None:
-        return run, stream.content_so_far(), stream.seq
-    if run.worker != WORKER_ID and crosses_processes():
-        found = await hub.bridge.ask_snapshot(run.worker, str(run.run_id), SNAPSHOT_TIMEOUT)
-        if found is not None and found.get("found"):
-            return run, found["content"], found["seq"]
-    # No process answered for it: it finished a moment ago, or its process died or is slow.
-    run = await Run.objects.aget(pk=run.pk)
-    return run, run.content, FINISHED if not run.is_active else run.content_seq
+async def _run_snapshot(subscriber: _Subscriber, run: Run) -> Event:
+    """What the process streaming `run` has sent so far; if it does not answer in time, the run
+    as stored (finished meanwhile, or its process died or is slow)."""
+    found = await hub.bridge.ask_snapshot(run.worker, str(run.run_id), SNAPSHOT_TIMEOUT)
+    if found is not None and found.get("found"):
+        content, seq = found["content"], found["seq"]
+    else:
+        run = await Run.objects.aget(pk=run.pk)
+        content, seq = run.content, run.content_seq if run.is_active else FINISHED
+    subscriber.seen[str(run.run_id)] = seq
+    event = {"event": "RunSnapshot", "session_id": subscriber.session_id, "run": run}
+    return {**event, "run_id": str(run.run_id), "content": content}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from channels.consumer import get_handler_name
@@ -123,39 +122,47 @@ class ChatConsumer(AsyncWebsocketConsumer):
         session = await database_sync_to_async(get_session_for_user)(self.user, session_id)
         self.unwatch()
         self.session_id = str(session.session_id)
-        feed = events.subscribe(session.session_id)
-        try:
-            snapshot = await anext(feed)
-            used = await database_sync_to_async(rendering.tools_by_run)(session)
-        except BaseException:
-            await feed.aclose()
-            raise
-        runs, streamed = snapshot["runs"], snapshot["streamed"]
-        views = [
-            rendering.run_view(
-                run, streaming_text=streamed.get(str(run.run_id)), tools=used.get(str(run.run_id))
-            )
-            for run in runs
-        ]
-        active = next((str(run.run_id) for run in runs if run.is_active), None)
-        last = runs[-1] if runs else None
-        unchanged = not active and last is not None and known == (str(last.run_id), last.status)
-        parts = [] if unchanged else [rendering.render_messages(views)]
-        parts.append(rendering.render_composer_actions(active))
-        if new:
-            parts.append(rendering.render_new_session(session))
-        await self.send(text_data="".join(parts))
-        self.follower = asyncio.get_running_loop().create_task(self.follow(feed))
+        follow = self.follow(session, new, known)
+        self.follower = asyncio.get_running_loop().create_task(follow)
 
     def unwatch(self) -> None:
         if self.follower is not None:
             self.follower.cancel()  # which closes its subscription
         self.follower = self.session_id = None
 
-    async def follow(self, feed: AsyncIterator[events.Event | None]) -> None:
-        async for event in feed:
-            async with self.turn:
-                await self.send(text_data=await fragment(event))
+    async def follow(self, session: Session, new: bool, known: tuple[str | None, str]) -> None:
+        try:
+            async for event in events.subscribe(session.session_id):
+                async with self.turn:
+                    if event["event"] == "Snapshot":
+                        html = await page(session, event, new, known)
+                    else:
+                        html = await fragment(event)
+                    await self.send(text_data=html)
+        except Exception:
+            # The page reconnects and watches afresh; a quiet dead feed would look connected.
+            log.exception("following a chat failed")
+            await self.close()
+
+
+async def page(session: Session, snapshot: events.Event, new: bool, known: tuple) -> str:
+    """The session as it stands: every run, the streaming one with its answer so far."""
+    used = await database_sync_to_async(rendering.tools_by_run)(session)
+    runs, streamed = snapshot["runs"], snapshot["streamed"]
+    views = [
+        rendering.run_view(
+            run, streaming_text=streamed.get(str(run.run_id)), tools=used.get(str(run.run_id))
+        )
+        for run in runs
+    ]
+    active = next((str(run.run_id) for run in runs if run.is_active), None)
+    last = runs[-1] if runs else None
+    unchanged = not active and last is not None and known == (str(last.run_id), last.status)
+    parts = [] if unchanged else [rendering.render_messages(views)]
+    parts.append(rendering.render_composer_actions(active))
+    if new:
+        parts.append(rendering.render_new_session(session))
+    return "".join(parts)
 
 
 async def fragment(event: events.Event) -> str:
@@ -172,6 +179,11 @@ async def fragment(event: events.Event) -> str:
         return rendering.render_piece(run_id, event["content"])
     if kind == "SessionRenamed":
         return rendering.render_title(await Session.objects.aget(pk=event["session_id"]))
+    if kind == "RunSnapshot":  # what another process has streamed, or the run as stored
+        run = event["run"]
+        view = rendering.run_view(run, streaming_text=event["content"] if run.is_active else None)
+        finished = "" if run.is_active else rendering.render_composer_actions(None)
+        return rendering.render_assistant(view, oob=True) + finished
     view = rendering.answer_view(
         run_id=run_id,
         status=STATUS_OF.get(kind, event.get("status", "ERROR")),
