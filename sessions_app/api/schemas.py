@@ -228,9 +228,11 @@ class SessionListQuery(ListQuery):
     sort_by: Literal["updated_at", "created_at", "session_name"] = "updated_at"
     sort_order: Literal["asc", "desc"] = "desc"
     agent_id: Id | None = None
-    session_name: Text | None = Field(None, description="Part of the name, in any case.")
-    user_id: Text | None = Field(
-        None, description="A username; staff only (for anyone else the list stays their own)."
+    # Text filters are "" when absent, not null: a query string has no null, and a schema
+    # offering one lets generated clients send values that read back as valid text.
+    session_name: Text = Field("", description="Part of the name, in any case.")
+    user_id: Text = Field(
+        "", description="A username; staff only (for anyone else the list stays their own)."
     )
 
 
