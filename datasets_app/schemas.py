@@ -7,7 +7,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import BeforeValidator, ConfigDict, StrictBool, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    StrictBool,
+    StringConstraints,
+    model_validator,
+)
 
 from datasets_app import export
 from datasets_app.models import DatasetItem
@@ -151,10 +158,11 @@ FORMAT_ENUM = {"enum": list(export.FORMATS)}
 
 class ExportQuery(Schema):
     format: Text = Field(json_schema_extra=FORMAT_ENUM)
-    # `&split=` with no value, as the contract spells it, means every split too.
-    split: Annotated[SplitName | None, BeforeValidator(lambda v: v or None)] = Field(
-        None, description="Default: every split."
-    )
+    # `&split=` with no value, as the contract spells it, means every split: "" is in the
+    # published enum, so what the schema allows and what the API accepts are the same.
+    split: Annotated[
+        Literal["train", "validation", "test", ""], AfterValidator(lambda v: v or None)
+    ] = Field("", description="Empty (the default): every split.")
     redact: bool = Field(False, description="Mask e-mail addresses, phone numbers and the like.")
 
 
