@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from datasets_app.services import fewshot
@@ -26,9 +27,18 @@ from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import RunHandle, registry
 from sessions_app.events import open_stream
 from sessions_app.llm import client as llm
-from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
+from sessions_app.models import (
+    ACTIVE_STATUSES,
+    Agent,
+    Message,
+    Role,
+    Run,
+    RunStatus,
+    Session,
+    User,
+)
 from sessions_app.process import WORKER_ID
-from sessions_app.services import ratelimit, statements, tokens, tools
+from sessions_app.services import ratelimit, tokens, tools
 from sessions_app.services.access import get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
 
@@ -260,11 +270,14 @@ class _Creation:
     def _runs_of(self, live: list[int]) -> tuple[list[Run], set[Any]]:
         """The new runs, unsaved, and which of their sessions have a run in progress."""
         old = [self.sessions[i].pk for i in live if self.asks[i].session_id is not None]
-        last, busy = {}, set()
-        for session_id, (position, active) in statements.run_state(old).items():
-            last[session_id] = position
-            if active:
-                busy.add(session_id)
+        active = Count("pk", filter=Q(status__in=ACTIVE_STATUSES))
+        state = list(
+            Run.objects.filter(session__in=old)
+            .values("session")
+            .annotate(last=Max("position"), active=active)
+        )
+        last = {row["session"]: row["last"] for row in state}
+        busy = {row["session"] for row in state if row["active"]}
         runs = [
             Run(
                 session=self.sessions[i],
@@ -296,20 +309,21 @@ class _Creation:
 
     def _write(self, live: list[int], fresh: list[Session], runs: list[Run]) -> list[int]:
         """Insert the sessions, runs and each run's two messages; the answers' row ids."""
-        statements.insert(fresh)
-        statements.insert(runs)
+        Session.objects.bulk_create(fresh)
+        Run.objects.bulk_create(runs)
         messages = []
         for run in runs:
             messages += [
                 Message(run=run, session=run.session, order=0, role=Role.USER, content=run.input),
                 Message(run=run, session=run.session, order=1, role=Role.ASSISTANT, content=""),
             ]
-        statements.insert(messages)
+        Message.objects.bulk_create(messages)
         given = [i for i in live if self.asks[i].session_id]
         merged = [i for i in given if self.asks[i].session_state]
         for i in merged:
             self.sessions[i].save(update_fields=["session_state", "updated_at"])
         # Bumps updated_at so the sessions sort first.
         touched = [self.sessions[i].pk for i in given if i not in merged]
-        statements.touch_sessions(touched, self.now)
+        if touched:
+            Session.objects.filter(pk__in=touched).update(updated_at=self.now)
         return [message.pk for message in messages[1::2]]

@@ -1,8 +1,8 @@
 """The rows a streaming run writes: its tool rounds, its partial answer, and how it ended.
 
 Checkpoints and finishes are batched across runs (see dbthread): under load many runs save in
-the same moment, and each save is one conditional UPDATE whose SQL is made once
-(`statements.update`), so a run finished or stopped elsewhere meanwhile is never overwritten.
+the same moment. Each save is one conditional UPDATE, so a run finished or stopped elsewhere
+meanwhile is never overwritten.
 """
 
 from __future__ import annotations
@@ -18,8 +18,17 @@ from django.utils import timezone
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
 from sessions_app.llm import client as llm
-from sessions_app.models import ACTIVE_STATUSES, CallKind, Message, Role, Run, RunStatus, Session
-from sessions_app.services import accounting, statements, tools
+from sessions_app.models import (
+    ACTIVE_STATUSES,
+    CallKind,
+    LLMCall,
+    Message,
+    Role,
+    Run,
+    RunStatus,
+    Session,
+)
+from sessions_app.services import accounting, tools
 
 
 @dataclass
@@ -63,7 +72,7 @@ def save_tool_round(
     run = plan.run
     results: list[dict[str, Any]] = []
     with transaction.atomic():
-        statements.update(Message, assistant_id, {"content": text, "tool_calls": asked})
+        Message.objects.filter(pk=assistant_id).update(content=text, tool_calls=asked)
         for call in asked:
             result = tools.run_tool(run, call)
             Message.objects.create(
@@ -95,19 +104,15 @@ async def checkpoint(run_id: uuid.UUID, content: str, seq: int) -> bool:
 
 def _save_checkpoints(items: list[tuple[uuid.UUID, str, int]]) -> list[bool]:
     """Every due checkpoint in one transaction: which runs may go on (still running, and not
-    asked to stop by another process). One UPDATE each: `bulk_update`'s CASE per column and row
-    costs Django more to build than the separate statements cost to run."""
+    asked to stop by another process). One conditional UPDATE each, since each has its own
+    condition."""
     now = timezone.now()
     with transaction.atomic() if len(items) > 1 else contextlib.nullcontext():
         return [
             bool(
-                statements.update(
-                    Run,
-                    run_id,
-                    {"content": content, "content_seq": seq, "heartbeat_at": now},
-                    status=RunStatus.RUNNING,
-                    cancel_requested=False,
-                )
+                Run.objects.filter(
+                    pk=run_id, status=RunStatus.RUNNING, cancel_requested=False
+                ).update(content=content, content_seq=seq, heartbeat_at=now)
             )
             for run_id, content, seq in items
         ]
@@ -137,7 +142,7 @@ def _finish_runs(items: list[Finish]) -> list[Run]:
     now = timezone.now()
     with transaction.atomic():
         rows = [[_call_row(item.run, call) for call in item.calls] for item in items]
-        statements.insert([row for per_run in rows for row in per_run])
+        LLMCall.objects.bulk_create([row for per_run in rows for row in per_run])
         session_ids = {item.run.session_id for item in items}
         states = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "session_state"))
         outcomes = [
@@ -157,10 +162,10 @@ def _finish_runs(items: list[Finish]) -> list[Run]:
         finished = set()
         for item, outcome in zip(items, outcomes, strict=True):
             # Not over a run that another process marked interrupted meanwhile.
-            if statements.update(Run, item.run.pk, outcome, status__in=ACTIVE_STATUSES):
+            if Run.objects.filter(pk=item.run.pk, status__in=ACTIVE_STATUSES).update(**outcome):
                 finished.add(item.run.pk)
-            statements.update(Message, item.assistant_id, {"content": item.final_text})
-        statements.touch_sessions(list(session_ids), now)
+            Message.objects.filter(pk=item.assistant_id).update(content=item.final_text)
+        Session.objects.filter(pk__in=session_ids).update(updated_at=now)
     stored = []
     for item, outcome in zip(items, outcomes, strict=True):
         run = item.run

@@ -12,7 +12,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 
 from sessions_app.models import Agent, Run, Session, User
-from sessions_app.services import statements
 
 
 class NotFound(Exception):
@@ -61,9 +60,7 @@ def get_sessions_for_owner(user: User, session_ids: list[Any]) -> list[Session |
         except NotFound as exc:
             wanted.append(exc)
     ids = [w for w in wanted if isinstance(w, uuid.UUID)]
-    # Written as SQL (see statements): this is on the way to every run's first token.
-    owner = None if user.is_staff else user
-    found = {s.pk: s for s in statements.sessions_with_agents(ids, owner)}
+    found = {s.pk: s for s in sessions_for_user(user).filter(pk__in=ids).select_related("agent")}
     out: list[Session | Exception] = []
     for w in wanted:
         session = found.get(w) if isinstance(w, uuid.UUID) else None
@@ -93,12 +90,10 @@ def get_agent_for_user(user: User, agent_id: Any = None, *, loaded: Agent | None
     wanted = _uuid(agent_id)
     if loaded is not None and loaded.pk == wanted:
         return loaded
-    # Written as SQL (see statements): a run naming another agent than its session's looks it
-    # up on the way to its first token.
-    found = statements.agents([wanted])
-    if not found:
-        raise NotFound
-    return found[0]
+    try:
+        return Agent.objects.get(pk=wanted)
+    except Agent.DoesNotExist as exc:
+        raise NotFound from exc
 
 
 def default_agent() -> Agent:

@@ -12,8 +12,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
-from sessions_app.services import statements, tools
+from django.db.models import F, Func, Q, Window
+from django.db.models.functions import DenseRank, RowNumber
+
+from sessions_app.models import Agent, Message, Role, RunStatus, Session, User
+from sessions_app.services import tools
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -60,30 +63,74 @@ def system_message(
     return {"role": "system", "content": "\n\n".join(parts)}
 
 
-def history_messages(agent: Agent, session: Session, before_position: int) -> list[Message]:
-    """The stored messages of earlier completed runs that the agent is configured to see."""
-    if not agent.add_history_to_context or before_position <= 1:
-        return []
-    completed = Run.objects.filter(
-        session=session, status=RunStatus.COMPLETED, position__lt=before_position
-    ).order_by("-position")
-    messages = Message.objects.filter(session=session).exclude(role=Role.SYSTEM)
+@dataclass(frozen=True)
+class Place:
+    """Where a run stands: its agent, its session, and its position."""
+
+    agent: Agent
+    session: Session
+    position: int
+
+
+def histories(places: list[Place]) -> list[list[Message]]:
+    """For each place, the stored messages of the earlier completed runs its agent is set to
+    see (CONTRACT §6): the last `num_history_runs` runs, or the last `num_history_messages`
+    messages; oldest first, system messages and dangling tool calls left out. Places are in
+    different sessions; one query per kind of limit serves them all."""
+    by_runs = [p for p in places if _limit(p) and p.agent.num_history_messages is None]
+    by_messages = [p for p in places if _limit(p) and p.agent.num_history_messages is not None]
+    found: dict[Any, list[Message]] = defaultdict(list)
+    for group, rank in ((by_runs, DenseRank), (by_messages, RowNumber)):
+        if group:
+            for message in _last_messages(group, rank):
+                found[message.session_id].append(message)
+    out = []
+    for place in places:
+        rows, limit = found.get(place.session.pk, []), _limit(place)
+        if not limit:
+            rows = []
+        elif place.agent.num_history_messages is None:
+            positions = sorted({m.run_position for m in rows})[-limit:]
+            rows = [m for m in rows if m.run_position in positions]
+        else:
+            rows = rows[-limit:]
+        out.append(drop_dangling_tool_calls(rows))
+    return out
+
+
+def _limit(place: Place) -> int:
+    """How many runs (or messages) of history the place's agent sees; 0 for none."""
+    agent = place.agent
+    if not agent.add_history_to_context or place.position <= 1:
+        return 0
     if agent.num_history_messages is not None:
-        limit = agent.num_history_messages
-        if limit == 0:
-            return []
-        rows = list(
-            messages.filter(run__in=completed.values("pk")).order_by("-run__position", "-order")[
-                :limit
-            ]
-        )
-    else:
-        if agent.num_history_runs == 0:
-            return []
-        last_runs = list(completed.values_list("pk", flat=True)[: agent.num_history_runs])
-        rows = list(messages.filter(run__in=last_runs).order_by("-run__position", "-order"))
-    rows.reverse()
-    return drop_dangling_tool_calls(rows)
+        return agent.num_history_messages
+    return agent.num_history_runs
+
+
+def _last_messages(places: list[Place], rank: type[Func]) -> list[Message]:
+    """The messages of the places' sessions, ranked from the newest by run (DenseRank) or by
+    message (RowNumber), cut at the deepest limit; in conversation order."""
+    before = Q()
+    for place in places:
+        before |= Q(session=place.session.pk, run__position__lt=place.position)
+    newest_first = [F("run__position").desc()]
+    if rank is RowNumber:
+        newest_first.append(F("order").desc())
+    rows = (
+        Message.objects.filter(before, run__status=RunStatus.COMPLETED)
+        .exclude(role=Role.SYSTEM)
+        .annotate(run_position=F("run__position"))
+        .annotate(rank=Window(rank(), partition_by=F("session"), order_by=newest_first))
+        .filter(rank__lte=max(_limit(p) for p in places))
+        .order_by("session", "run__position", "order")
+    )
+    return list(rows)
+
+
+def history_messages(agent: Agent, session: Session, before_position: int) -> list[Message]:
+    """The history a run at `before_position` was sent (or would be)."""
+    return histories([Place(agent, session, before_position)])[0]
 
 
 def drop_dangling_tool_calls(rows: list[Message]) -> list[Message]:
@@ -142,39 +189,6 @@ class Turn:
 
 
 def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
-    """What each new run sends the model, for runs started together (in different sessions):
-    the history of every session counting its last runs comes from one query in all."""
-    by_runs = [
-        t
-        for t in turns
-        if t.agent.add_history_to_context
-        and t.position > 1
-        and t.agent.num_history_messages is None
-        and t.agent.num_history_runs
-    ]
-    histories: dict[Any, list[Message]] = defaultdict(list)
-    if by_runs:
-        deepest = max(t.agent.num_history_runs for t in by_runs)
-        wanted = {t.session.pk: t.agent.num_history_runs for t in by_runs}
-        # One query: the messages of each session's last `deepest` completed runs (a window
-        # function in a subquery); sessions whose agent sees fewer runs are cut below.
-        rows = statements.last_runs_messages(list(wanted), deepest)
-        positions: dict[Any, set[int]] = defaultdict(set)
-        for message in rows:
-            positions[message.session_id].add(message.run_position)
-        kept = {
-            session_id: set(sorted(found)[-wanted[session_id] :])
-            for session_id, found in positions.items()
-        }
-        for message in rows:
-            if message.run_position in kept[message.session_id]:
-                histories[message.session_id].append(message)
-    batched = {id(t) for t in by_runs}
-    out = []
-    for turn in turns:
-        if id(turn) in batched:
-            history = drop_dangling_tool_calls(histories.get(turn.session.pk, []))
-        else:
-            history = history_messages(turn.agent, turn.session, turn.position)
-        out.append(_assemble(turn, history))
-    return out
+    """What each new run sends the model, for runs started together (in different sessions)."""
+    found = histories([Place(t.agent, t.session, t.position) for t in turns])
+    return [_assemble(turn, history) for turn, history in zip(turns, found, strict=True)]

@@ -10,7 +10,6 @@ from datetime import timedelta
 from django.utils import timezone
 
 from sessions_app.models import ApiToken, User
-from sessions_app.services import statements
 from sessions_app.services.access import NotFound
 
 PREFIX = "prl_"
@@ -49,7 +48,7 @@ def users_for_tokens(raws: list[str]) -> list[User | None]:
         return [None] * len(raws)
     found = {
         token.token_hash: token
-        for token in statements.tokens_with_users(sorted(wanted))
+        for token in ApiToken.objects.filter(token_hash__in=wanted).select_related("user")
         if token.user.is_active
     }
     now = timezone.now()
