@@ -96,8 +96,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # PostgreSQL's JIT compiles every query it estimates costly: the admin's per-row totals
-    # took 80 ms more with it, to save nothing (bench fig 7). PARLEY_PG_JIT=on restores it.
+    # PostgreSQL's JIT compiles every query it estimates costly, such as the admin's per-row
+    # totals, where compiling costs more than it saves. PARLEY_PG_JIT=on restores it.
     _options = DATABASES["default"].setdefault("OPTIONS", {})
     _jit = "on" if envbool("PARLEY_PG_JIT", "off") else "off"
     _options["options"] = f"{_options.get('options', '')} -c jit={_jit}".strip()
