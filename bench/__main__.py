@@ -42,7 +42,7 @@ ALIASES = {
     "7": "admin",
     "8": "datasets",
 }
-# The whole benchmark stops here whatever happens (a full run takes about seven minutes).
+# The whole benchmark stops here whatever happens, well after a full run on a slow machine.
 DEADLINE = 20 * 60.0
 
 
@@ -110,9 +110,9 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
 def cpu_check() -> float:
     """Milliseconds this machine takes for a fixed piece of pure Python (median of five).
 
-    Machines of one kind here run the same code two to three times faster or slower than each
-    other; every absolute figure of a run carries that along, the ratios much less. Printed with
-    the table, so two tables can be told apart by their machines before their code."""
+    Machines of one kind differ in speed, and every absolute figure of a run carries that along,
+    the ratios much less. Printed with the table, so two tables can be told apart by their
+    machines before their code."""
     times = []
     for _ in range(5):
         started = time.perf_counter()

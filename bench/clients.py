@@ -48,15 +48,15 @@ SERVER_IDLE_TIMEOUT = 60.0
 
 def _limits(expiry: float | None = None) -> httpx.Limits:
     """One connection, kept while the benchmark runs: each client object is one simulated user,
-    as a browser tab or a script would be. One pool shared by a hundred streams made the load
+    as a browser tab or a script would be. One pool shared by many streams would make the load
     generator itself slow: httpcore scans every connection in a pool, and each idle one again,
-    whenever a request starts or ends; and with httpx's five-second expiry a round reconnected
-    or not depending on how long the rounds before it had taken.
+    whenever a request starts or ends; and with httpx's five-second expiry a round would
+    reconnect or not depending on how long the rounds before it had taken.
 
     `expiry`, for a server that closes idle connections: let one go a little before the server
-    would. On the slowest machine the SSE clients' connections sat idle about a minute between
-    their batches, and 5 of 200 runs failed with ReadError: their request went out on a
-    connection daphne was closing at that moment. A POST is not retried, by httpx or anyone."""
+    would. On a slow machine a connection can sit idle that long between batches, and a request
+    sent on a connection daphne is closing at that moment fails with ReadError. A POST is not
+    retried, by httpx or anyone."""
     return httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=expiry)
 
 
@@ -66,8 +66,7 @@ class DirectClient:
     as JSON), so that what Parley adds is all that separates the two.
 
     Not the typed `chat.completions.create()`: it builds a model object of every chunk, which at
-    100 fast streams made this client, not the upstream, the limit (Direct read 8,000 tokens/s
-    where Parley relayed 27,000), and no floor at all.
+    many fast streams makes this client, not the upstream, the limit, and no floor at all.
     """
 
     def __init__(self, base_url: str, timeout: float) -> None:

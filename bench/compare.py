@@ -3,8 +3,8 @@ clients, on a second daphne process of the same code and database started with t
 (B), taking turns round by round with the one configured as usual (A). With `--against-ref REV`,
 B runs the code of commit REV instead, from a git worktree and a database of its own.
 
-This machine runs the same code up to half again slower from one minute to the next, so two
-separate runs of the benchmark cannot tell a change of 10% apart; in one run, with the two
+A shared machine runs the same code at different speeds from one minute to the next, so two
+separate runs of the benchmark cannot tell a small change apart; in one run, with the two
 servers' batches side by side in every round, the outside load falls on both alike.
 """
 

@@ -40,8 +40,8 @@ class Scenario:
         return model_name(self.tokens, self.delay)
 
     def timeout(self) -> float:
-        """Generous but bounded: three times the upstream's own pace, plus a minute (the naive
-        consumer's hundred fast runs take about 30 s on a slow machine of this kind)."""
+        """Generous but bounded: three times the upstream's own pace, plus a minute for the
+        naive consumer, which writes every token, on a slow machine."""
         return self.tokens * self.delay * 3 + 60.0
 
 

@@ -171,10 +171,10 @@ async def _runners(
 
 def round_order(transports: tuple[str, ...], r: int) -> list[str]:
     """The references first, then Parley's transports, each pair in turn reversed every other
-    round. Whichever of SSE and WS goes first finds Parley idle since its previous round (ten
-    seconds and more in the paced scenario, after which this machine runs the same code two to
-    three times slower for the first milliseconds); the other finds it just used. Alternating
-    gives each that place in half the rounds, where a rotation always put SSE after Direct."""
+    round. Whichever of SSE and WS goes first finds Parley idle since its previous round (long,
+    in the paced scenario, and code run after an idle spell runs slower for its first moments);
+    the other finds it just used. Alternating gives each that place in half the rounds, where a
+    rotation would always put SSE after Direct."""
     ours = [t for t in transports if SERVER.get(t, "").startswith("parley")]
     refs = [t for t in transports if t not in ours]
     if r % 2:
@@ -416,15 +416,13 @@ def plan(bench: Bench) -> list[Step]:
     (connection pools, first-use code paths). The paced rounds at many clients come straight
     after the fast ones, while the connections Parley opened to the model for those are still
     open: it keeps them a minute idle (LLM_KEEPALIVE), and Direct's clients open theirs before
-    any round. After the paced rounds at one client (160 s) all but one had closed, and
-    whichever of SSE and WS ran first opened a hundred anew in its recorded batch (SSE's p95
-    200 ms worse in that round than in the next).
+    any round. After the paced rounds at one client they would have closed, and whichever of
+    SSE and WS ran first would open a hundred anew in its recorded batch.
 
     Naive runs one batch at many clients, with no warm-up, and half the paced rounds at one
-    client. It writes every token: its hundred-run batch takes 8 s on a fast machine and 45 s
-    on the slowest seen, where its warm-up and second batches were a third of the whole
-    benchmark's time. A hundred runs measure a reference that far behind well enough, and its
-    `openai` client keeps its connections five seconds, so no warm-up would carry over anyway.
+    client. It writes every token, so its batches are the run's slowest by far; a hundred runs
+    measure a reference that far behind well enough, and its `openai` client keeps its
+    connections five seconds, so no warm-up would carry over anyway.
     """
     quick = bench.opts.quick
     fast, paced, n = scenarios(bench)

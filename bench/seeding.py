@@ -34,7 +34,7 @@ def write(model: type[Model], count: int, vary: dict[str, Sequence[Any]], /, **s
     keyword, so the arguments before it are positional: a run has a field named `model`) or
     else the field's default. Each value is prepared by its field, as the ORM's insert prepares
     it, and a value all rows share is prepared once; no model object is made per row (making
-    them and preparing every field of each took most of a seeding's time)."""
+    them and preparing every field of each is where a seeding's time would go)."""
     connection = connections["default"]
     fields = [f for f in model._meta.concrete_fields if not f.db_returning]
     unknown = set(vary) - {f.attname for f in fields}

@@ -32,7 +32,7 @@ class RedisChannelLayer(_RedisChannelLayer):
     The default pool raises MaxConnectionsError once 100 connections are in use. A process
     streaming answers into more sessions than that at once sends each event to its session's
     group, the sessions side by side, and a hundred sockets connecting at once join their
-    groups together: past the hundredth, events were lost and sockets closed with code 1011.
+    groups together: past the hundredth, events would be lost and sockets closed with code 1011.
     The blocking pool has as many connections, and makes the rest wait for one.
     """
 

@@ -4,8 +4,7 @@ and the benchmark alike.
 Daphne's `--bind`/`--port` listen with Twisted's default queue of 50 pending connections. A
 burst of new clients larger than that, arriving while the event loop is busy, overflows it: the
 kernel drops the extra connection attempts, and each client's TCP stack tries again only a second
-later. Measured with 100 clients connecting at once to a busy process, a fifth of them started a
-second late. Servers commonly queue 2048 (gunicorn, uvicorn); the kernel caps it at
+later. Servers commonly queue 2048 (gunicorn, uvicorn); the kernel caps it at
 `net.core.somaxconn`.
 """
 

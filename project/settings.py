@@ -96,8 +96,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # PostgreSQL's JIT compiles every query it estimates costly: the admin's per-row totals
-    # took 80 ms more with it, to save nothing (bench fig 7). PARLEY_PG_JIT=on restores it.
+    # PostgreSQL's JIT compiles every query it estimates costly, such as the admin's per-row
+    # totals, where compiling costs more than it saves. PARLEY_PG_JIT=on restores it.
     _options = DATABASES["default"].setdefault("OPTIONS", {})
     _jit = "on" if envbool("PARLEY_PG_JIT", "off") else "off"
     _options["options"] = f"{_options.get('options', '')} -c jit={_jit}".strip()
@@ -173,6 +173,7 @@ PARLEY_CHECKPOINT_INTERVAL = envfloat("PARLEY_CHECKPOINT_INTERVAL", 1.0)
 PARLEY_TUNE_PRELOAD_URLS = envbool("PARLEY_TUNE_PRELOAD_URLS", "True")
 PARLEY_TUNE_GC = envbool("PARLEY_TUNE_GC", "True")
 PARLEY_TUNE_ADMIN_CHECKBOX = envbool("PARLEY_TUNE_ADMIN_CHECKBOX", "True")
+PARLEY_TUNE_WS_DISPATCH = envbool("PARLEY_TUNE_WS_DISPATCH", "True")
 # Long-lived threads (each keeping its database connection) that run requests' synchronous code.
 PARLEY_TUNE_REQUEST_THREADS = envbool("PARLEY_TUNE_REQUEST_THREADS", "True")
 PARLEY_REQUEST_THREADS = envint("PARLEY_REQUEST_THREADS", 8)

@@ -151,6 +151,6 @@ def _settle_background_tasks(request) -> Iterator[None]:
         for task in stuck:
             task.print_stack()
         assert not stuck, f"tasks that ignore cancellation: {[t.get_name() for t in stuck]}"
-    from sessions_app.llm import client as llm
+    from sessions_app.llm import pool
 
-    loop.run_until_complete(llm.close_clients())  # the model client's pool is this loop's
+    loop.run_until_complete(pool.close_clients())  # the model client's pool is this loop's

@@ -57,7 +57,7 @@ async def test_title_calls_keep_what_they_were_sent(
     settings.PARLEY_GENERATE_TITLES = True
     upstream.script(Reply("Bread is flour and water."), Reply("Baking bread at home"))
     run = await (await engine.start_run(alice, "How do I bake bread at home?")).wait()
-    await memory.wait_for_background()
+    await memory.jobs.drain()
     title = await LLMCall.objects.aget(session_id=run.session_id, kind=CallKind.TITLE)
     assert title.sent_messages == upstream.requests[-1]["messages"]
     assert title.sent_messages[-1]["content"] == "How do I bake bread at home?"

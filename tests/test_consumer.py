@@ -300,11 +300,13 @@ async def test_sending_too_fast_is_refused_inline(alice, agent, upstream, settin
     await tab.close()
 
 
+@pytest.mark.parametrize("tuned", [True, False])
 async def test_a_frame_reaches_its_handler_without_a_turn_on_the_database_thread(
-    alice, monkeypatch
+    alice, monkeypatch, settings, tuned
 ):
     from asgiref.sync import SyncToAsync
 
+    settings.PARLEY_TUNE_WS_DISPATCH = tuned
     tab = await open_tab(alice)
     sent: list[str] = []
     original = SyncToAsync.__init__
@@ -316,7 +318,8 @@ async def test_a_frame_reaches_its_handler_without_a_turn_on_the_database_thread
     monkeypatch.setattr(SyncToAsync, "__init__", record)
     await tab.send(action="nonsense")
     assert "Unknown action" in await tab.until('data-testid="chat-notice"')
-    # Channels would close stale connections in that thread before each frame's handler; a
-    # frame that needs no database (this one) takes no turn there at all.
-    assert sent == []
+    # Channels closes stale connections in that thread before each frame's handler (a no-op
+    # under its test communicator, but still a turn); tuned, a frame that needs no database
+    # (this one) takes no turn there at all.
+    assert len(sent) == (0 if tuned else 1)
     await tab.close()

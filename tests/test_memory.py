@@ -178,7 +178,7 @@ async def test_a_summary_is_made_after_the_answer_and_used_later(alice, searchin
     handle = await engine.start_run(alice, "I like hiking")
     events = [e async for e in handle.events()]
     assert events[-1]["event"] == "RunCompleted"
-    await memory.wait_for_background()
+    await memory.jobs.drain()
     assert len(upstream.requests) == 2
     # The answer was complete before the summary was even asked for.
     assert "Assistant: Hiking is great." in upstream.requests[1]["messages"][-1]["content"]
@@ -188,7 +188,7 @@ async def test_a_summary_is_made_after_the_answer_and_used_later(alice, searchin
     call_row = await LLMCall.objects.aget(kind=CallKind.SUMMARY)
     assert call_row.run_id is None and call_row.session_id == session.session_id
     await finish(alice, "what do I like?", session_id=handle.session_id)
-    await memory.wait_for_background()
+    await memory.jobs.drain()
     assert "The user likes hiking." in upstream.requests[2]["messages"][0]["content"]
 
 
@@ -196,7 +196,7 @@ async def test_a_failing_summary_never_fails_the_run(alice, searching_agent, ups
     await Agent.objects.filter(pk=searching_agent.pk).aupdate(enable_session_summaries=True)
     upstream.script(Reply("Fine."), Reply(status=500, error_message="summary broke"))
     run = await finish(alice, "hello")
-    await memory.wait_for_background()
+    await memory.jobs.drain()
     assert run.status == RunStatus.COMPLETED
     session = await Session.objects.aget(pk=run.session_id)
     assert session.summary is None
@@ -212,13 +212,13 @@ async def test_a_title_is_asked_for_after_the_first_answer(
     run = await finish(alice, "help me plan a trip to lisbon next spring please")
     session = await Session.objects.aget(pk=run.session_id)
     assert session.session_name.startswith("help me plan a trip")  # the first-message fallback
-    await memory.wait_for_background()
+    await memory.jobs.drain()
     await session.arefresh_from_db()
     assert session.session_name == "Planning a Trip to Lisbon"
     assert session.name_source == NameSource.MODEL
     assert await LLMCall.objects.filter(kind=CallKind.TITLE, ok=True).acount() == 1
     await finish(alice, "second question", session_id=run.session_id)
-    await memory.wait_for_background()
+    await memory.jobs.drain()
     assert await LLMCall.objects.filter(kind=CallKind.TITLE).acount() == 1  # only once
 
 
@@ -229,7 +229,7 @@ async def test_a_users_rename_wins_over_a_generated_title(
     upstream.script(Reply("Sure."), Reply("Model Title", first_delay=0.5))
     run = await finish(alice, "name me")
     await sync_to_async(sessions.update_session)(alice, run.session_id, session_name="Mine")
-    await memory.wait_for_background()
+    await memory.jobs.drain()
     session = await Session.objects.aget(pk=run.session_id)
     assert session.session_name == "Mine" and session.name_source == NameSource.USER
 
@@ -238,7 +238,7 @@ async def test_a_failing_title_keeps_the_first_message(alice, searching_agent, u
     settings.PARLEY_GENERATE_TITLES = True
     upstream.script(Reply("Sure."), Reply(status=500), Reply("   "))
     run = await finish(alice, "keep my words as the title")
-    await memory.wait_for_background()
+    await memory.jobs.drain()
     session = await Session.objects.aget(pk=run.session_id)
     assert session.session_name == "keep my words as the title"
     assert await LLMCall.objects.filter(kind=CallKind.TITLE, ok=False).acount() == 2
@@ -255,7 +255,7 @@ async def test_a_title_that_reads_like_an_answer_keeps_the_first_message(
         Reply("Sure! Here is a title for your conversation"),
     )
     run = await finish(alice, "how do I budget for a used car")
-    await memory.wait_for_background()
+    await memory.jobs.drain()
     session = await Session.objects.aget(pk=run.session_id)
     assert session.session_name == "how do I budget for a used car"
     assert session.name_source == NameSource.FIRST_MESSAGE

@@ -12,6 +12,8 @@ from sessions_app import engine
 from sessions_app.engine import generate
 from sessions_app.engine.coalesce import Coalescer, checkpoint_interval, coalesce_interval
 from sessions_app.engine.registry import registry
+from sessions_app.llm import client as llm
+from sessions_app.llm import pool
 from sessions_app.models import Agent, LLMCall, Message, Run, RunStatus, Session
 from sessions_app.services import sessions
 from sessions_app.services.access import NotFound
@@ -351,11 +353,9 @@ async def test_runs_one_after_another_reuse_one_upstream_connection(
 async def test_an_idle_upstream_connection_is_kept_for_llm_keepalive_seconds(
     alice, agent, upstream, settings
 ):
-    from sessions_app.llm import client as llm
-
     async def runs_after_a_pause(keepalive: float) -> int:
         """Upstream connections opened by two runs half a second apart."""
-        await llm.close_clients()  # clients read the setting when they are made
+        await pool.close_clients()  # clients read the setting when they are made
         settings.LLM_KEEPALIVE = keepalive
         before = upstream.connections
         await run_to_end(alice, "one")
@@ -365,14 +365,12 @@ async def test_an_idle_upstream_connection_is_kept_for_llm_keepalive_seconds(
 
     assert await runs_after_a_pause(60.0) == 1
     assert await runs_after_a_pause(0.1) == 2  # the idle one had expired: connected anew
-    await llm.close_clients()
+    await pool.close_clients()
 
 
 async def test_many_streams_at_once_fill_pools_of_bounded_size_and_keep_their_connections(
     upstream,
 ):
-    from sessions_app.llm import client as llm
-
     async def answer() -> str:
         return "".join(
             [
@@ -382,13 +380,13 @@ async def test_many_streams_at_once_fill_pools_of_bounded_size_and_keep_their_co
             ]
         )
 
-    wanted = llm.POOL_SIZE + 8
+    wanted = pool.POOL_SIZE + 8
     before = upstream.connections
     for _ in range(2):
         upstream.script(*[Reply("at once", first_delay=0.3)] * wanted)
         assert await asyncio.gather(*[answer() for _ in range(wanted)]) == ["at once"] * wanted
     # Two clients' pools: a full one and the rest; the second burst reused every connection.
-    pools = llm._endpoint.pools[id(asyncio.get_running_loop())]
+    pools = pool._endpoint.pools[id(asyncio.get_running_loop())]
     assert [p.busy for p in pools] == [0, 0]
     assert upstream.connections - before == wanted
 

@@ -29,7 +29,7 @@ def total_per_row(
 ) -> Subquery:
     """One figure of each listed row (`COUNT` of `rows` pointing to it by `link`, or `SUM` of
     their `column`), computed for the rows on the page only. Plain aggregates, no GROUP BY
-    (SQLite plans the grouped form twice as slowly), and `COUNT(*)`, which PostgreSQL answers
+    (SQLite takes longer to plan the grouped form), and `COUNT(*)`, which PostgreSQL answers
     from the link's index alone."""
     linked = rows.filter(**{link: OuterRef("pk")}).order_by()
     if function == "COUNT":
@@ -41,7 +41,7 @@ def total_per_row(
 
 class LargeTablePaginator(Paginator):
     """Counts an unfiltered PostgreSQL table from the planner's estimate (pg_class), as
-    counting a million rows on every page view costs more than the page itself."""
+    counting every row of a large table on every page view costs more than the page itself."""
 
     @cached_property
     def count(self) -> int:

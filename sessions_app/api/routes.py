@@ -39,7 +39,7 @@ from sessions_app.api.schemas import (
     SessionPatch,
     UpstreamErrorOut,
 )
-from sessions_app.llm.client import status_for_error
+from sessions_app.llm.errors import status_for_error
 from sessions_app.models import Run, RunStatus, User
 from sessions_app.services import agents as agent_service
 from sessions_app.services import feedback, metrics

@@ -20,6 +20,7 @@ from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
 from sessions_app.events.stream import RunStream
 from sessions_app.llm import client as llm
+from sessions_app.llm.errors import LLMError
 from sessions_app.models import Run, RunStatus
 from sessions_app.services import memory
 
@@ -74,7 +75,7 @@ class _Answer:
             if handle is not None and handle.cancel_requested:
                 return RunStatus.CANCELLED, ""
             return RunStatus.INTERRUPTED, INTERRUPTED
-        except llm.LLMError as exc:
+        except LLMError as exc:
             return RunStatus.ERROR, exc.message
         except Exception:
             log.exception("run %s failed", self.run.run_id)

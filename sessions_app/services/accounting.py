@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions_app.llm import client as llm
+from sessions_app.llm.client import provider_name
+from sessions_app.llm.usage import Usage, price
 from sessions_app.models import LLMCall
 
 SUMMED = ("input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", "reasoning_tokens")
@@ -12,7 +13,7 @@ SUMMED = ("input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", 
 
 def call_row(
     *,
-    usage: llm.Usage,
+    usage: Usage,
     model: str,
     duration: float,
     ok: bool,
@@ -23,7 +24,7 @@ def call_row(
     """An unsaved LLMCall; `links` are its kind, run, session, user and agent."""
     return LLMCall(
         model=model,
-        model_provider=llm.provider_name() if model_provider is None else model_provider,
+        model_provider=provider_name() if model_provider is None else model_provider,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         total_tokens=usage.total_tokens,
@@ -31,7 +32,7 @@ def call_row(
         reasoning_tokens=usage.reasoning_tokens,
         duration=duration,
         usage_estimated=usage.estimated,
-        cost=llm.price(model, usage),
+        cost=price(model, usage),
         ok=ok,
         error=error,
         **links,

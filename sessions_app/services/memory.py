@@ -13,6 +13,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +22,8 @@ from django.utils import timezone
 
 from sessions_app.events import publish_session
 from sessions_app.llm import client as llm
+from sessions_app.llm.errors import LLMError
+from sessions_app.llm.usage import Usage
 from sessions_app.models import CallKind, NameSource, Run, RunStatus, Session
 from sessions_app.services import accounting
 
@@ -42,8 +45,46 @@ TITLE_PROMPT = (
     "below. Answer with the title only: no quotes, no punctuation at the end."
 )
 
-_tasks: set[asyncio.Task[None]] = set()
-_summarizing: dict[uuid.UUID, bool] = {}  # session -> another pass was asked for meanwhile
+
+class BackgroundJobs:
+    """This process's title and summary jobs: started after a run, awaited by no one but
+    `drain`. A session has one summary pass at a time; a run completed meanwhile makes it go
+    again rather than start a second."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._summarizing: dict[uuid.UUID, bool] = {}  # session -> another pass was asked for
+
+    def start(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def summarize(self, session_id: uuid.UUID) -> None:
+        """Bring the session's summary up to date with its runs, now or after the pass running."""
+        if session_id in self._summarizing:
+            self._summarizing[session_id] = True  # the running pass will go again
+        else:
+            self._summarizing[session_id] = False
+            self.start(self._summaries(session_id), f"summary-{session_id}")
+
+    async def drain(self) -> None:
+        """Let every job finish, those started meanwhile too (tests use it)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _summaries(self, session_id: uuid.UUID) -> None:
+        try:
+            while True:
+                await update_summary(session_id)
+                if not self._summarizing.get(session_id):
+                    break
+                self._summarizing[session_id] = False
+        finally:
+            self._summarizing.pop(session_id, None)
+
+
+jobs = BackgroundJobs()
 
 
 def after_run(run: Run) -> None:
@@ -51,43 +92,16 @@ def after_run(run: Run) -> None:
     if run.status != RunStatus.COMPLETED:
         return
     if run.position == 1 and settings.PARLEY_GENERATE_TITLES:
-        _spawn(generate_title(run.session_id), f"title-{run.session_id}")
+        jobs.start(generate_title(run.session_id), f"title-{run.session_id}")
     if run.agent.enable_session_summaries:
-        if run.session_id in _summarizing:
-            _summarizing[run.session_id] = True  # the running pass will go again
-        else:
-            _summarizing[run.session_id] = False
-            _spawn(_summaries(run.session_id), f"summary-{run.session_id}")
-
-
-def _spawn(coro: Any, name: str) -> None:
-    task = asyncio.get_running_loop().create_task(coro, name=name)
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
-
-
-async def wait_for_background() -> None:
-    """Let every background job started so far finish (tests and shutdown use it)."""
-    while _tasks:
-        await asyncio.gather(*list(_tasks), return_exceptions=True)
-
-
-async def _summaries(session_id: uuid.UUID) -> None:
-    try:
-        while True:
-            await update_summary(session_id)
-            if not _summarizing.get(session_id):
-                break
-            _summarizing[session_id] = False
-    finally:
-        _summarizing.pop(session_id, None)
+        jobs.summarize(run.session_id)
 
 
 async def _record(
     session: Session,
     kind: str,
     model: str,
-    usage: llm.Usage,
+    usage: Usage,
     started: float,
     ok: bool,
     error: str = "",
@@ -131,13 +145,13 @@ async def update_summary(session_id: uuid.UUID) -> dict[str, Any] | None:
     messages = [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": prompt}]
     try:
         text, usage = await llm.complete(model, messages)
-    except llm.LLMError as exc:
+    except LLMError as exc:
         log.warning("summary of session %s failed: %s", session_id, exc.message)
         await _record(
             session,
             CallKind.SUMMARY,
             model,
-            llm.Usage(estimated=True),
+            Usage(estimated=True),
             started,
             ok=False,
             error=exc.message,
@@ -199,12 +213,12 @@ async def generate_title(session_id: uuid.UUID) -> str | None:
         started = time.perf_counter()
         try:
             text, usage = await llm.complete(model, messages)
-        except llm.LLMError as exc:
+        except LLMError as exc:
             await _record(
                 session,
                 CallKind.TITLE,
                 model,
-                llm.Usage(estimated=True),
+                Usage(estimated=True),
                 started,
                 ok=False,
                 error=exc.message,

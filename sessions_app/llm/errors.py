@@ -1,0 +1,52 @@
+"""A model request's failure, as a user is shown it and as HTTP answers it (502 or 504)."""
+
+from __future__ import annotations
+
+import openai
+
+from sessions_app.llm.transport import TIMEOUT_ERRORS, TRANSPORT_ERRORS
+
+TIMEOUT_MESSAGE = "The model did not answer in time."
+
+
+class LLMError(Exception):
+    """The upstream failed; `message` is fit to show a user, `status` maps to 502 or 504."""
+
+    def __init__(self, message: str, *, status: int = 502) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def describe(exc: BaseException) -> LLMError:
+    """Any failure of a model request as an LLMError."""
+    if isinstance(exc, LLMError):
+        return exc
+    if isinstance(exc, (openai.APITimeoutError, *TIMEOUT_ERRORS)):
+        return LLMError(TIMEOUT_MESSAGE, status=504)
+    if isinstance(exc, (openai.APIConnectionError, *TRANSPORT_ERRORS)):
+        return LLMError("The model endpoint could not be reached or closed the connection.")
+    if isinstance(exc, openai.APIStatusError):
+        status = 504 if exc.status_code in (408, 504) else 502
+        return LLMError(
+            f"The model endpoint answered {exc.status_code}: {_error_detail(exc)}", status=status
+        )
+    if isinstance(exc, openai.APIError):
+        return LLMError(f"The model endpoint failed: {exc.message}")
+    return LLMError(f"The model endpoint failed: {exc}")
+
+
+def _error_detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return exc.message
+
+
+def status_for_error(message: str) -> int:
+    """The HTTP status (502 or 504) of a failure described by `describe`, from its message,
+    which is all a finished run keeps of it."""
+    gateway_timeout = ("The model endpoint answered 408:", "The model endpoint answered 504:")
+    return 504 if message == TIMEOUT_MESSAGE or message.startswith(gateway_timeout) else 502

@@ -1,0 +1,18 @@
+"""The HTTP library `openai` sends with, and the failures it raises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+try:  # httpx2 in recent releases of `openai`, httpx before
+    import httpx2
+
+    _MODULES: tuple[Any, ...] = (httpx, httpx2)
+except ImportError:  # pragma: no cover - depends on the installed openai
+    _MODULES = (httpx,)
+
+HTTP = _MODULES[-1]  # the one `openai` sends with
+TIMEOUT_ERRORS = tuple(m.TimeoutException for m in _MODULES)
+TRANSPORT_ERRORS = tuple(m.TransportError for m in _MODULES)
