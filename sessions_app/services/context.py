@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connections
 from django.db.models import F, Func, Q, Window
 from django.db.models.functions import DenseRank, RowNumber
 
@@ -111,21 +112,48 @@ def _limit(place: Place) -> int:
 def _last_messages(places: list[Place], rank: type[Func]) -> list[Message]:
     """The messages of the places' sessions, ranked from the newest by run (DenseRank) or by
     message (RowNumber), cut at the deepest limit; in conversation order."""
+    deepest = max(_limit(p) for p in places)
+    if rank is DenseRank:
+        return _last_runs_messages(places, deepest)
     before = Q()
     for place in places:
         before |= Q(session=place.session.pk, run__position__lt=place.position)
-    newest_first = [F("run__position").desc()]
-    if rank is RowNumber:
-        newest_first.append(F("order").desc())
+    newest_first = [F("run__position").desc(), F("order").desc()]
     rows = (
         Message.objects.filter(before, run__status=RunStatus.COMPLETED)
         .exclude(role=Role.SYSTEM)
         .annotate(run_position=F("run__position"))
         .annotate(rank=Window(rank(), partition_by=F("session"), order_by=newest_first))
-        .filter(rank__lte=max(_limit(p) for p in places))
+        .filter(rank__lte=deepest)
         .order_by("session", "run__position", "order")
     )
     return list(rows)
+
+
+# Written as SQL because every run's start asks for it, and the ORM takes longer to build this
+# window query than the database takes to run it (docs/performance.md, "History query").
+_LAST_RUNS = """
+SELECT m.*, r.position AS run_position
+FROM sessions_app_message m INNER JOIN sessions_app_run r ON r.run_id = m.run_id
+WHERE m.run_id IN (
+    SELECT ranked.run_id FROM (
+        SELECT run_id, ROW_NUMBER() OVER (PARTITION BY session_id ORDER BY position DESC) AS recent
+        FROM sessions_app_run WHERE status = %s AND ({})
+    ) ranked WHERE ranked.recent <= %s
+) AND m.role <> %s
+ORDER BY m.session_id, r.position, m."order"
+"""
+
+
+def _last_runs_messages(places: list[Place], deepest: int) -> list[Message]:
+    connection = connections[Message.objects.db]
+    session_key = Session._meta.pk
+    bounds, params = [], [RunStatus.COMPLETED]
+    for place in places:
+        bounds.append("(session_id = %s AND position < %s)")
+        params += [session_key.get_db_prep_value(place.session.pk, connection), place.position]
+    sql = _LAST_RUNS.format(" OR ".join(bounds))
+    return list(Message.objects.raw(sql, [*params, deepest, Role.SYSTEM]))
 
 
 def history_messages(agent: Agent, session: Session, before_position: int) -> list[Message]:
