@@ -2,7 +2,7 @@
 
 A thin adapter: `send` asks the run engine for a run and returns at once, so a `stop` frame is
 handled immediately and a closed socket does not stop the answer; watching a session is one
-`events.subscribe`, whose snapshot is rendered whole and whose later events become fragments.
+`events.subscribe`, whose snapshot and later events `feed` renders as HTML.
 Frames and events are handled one at a time, in the order they came.
 """
 
@@ -23,12 +23,11 @@ from sessions_app import engine, events
 from sessions_app.models import Session
 from sessions_app.services import ratelimit
 from sessions_app.services.access import NotFound, get_run_for_owner, get_session_for_user
-from sessions_app.web import rendering
+from sessions_app.web import feed, rendering
 
 log = logging.getLogger("parley.chat")
 
 CLOSE_UNAUTHENTICATED = 4401
-STATUS_OF = {"RunCompleted": "COMPLETED", "RunCancelled": "CANCELLED"}
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -135,62 +134,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             async for event in events.subscribe(session.session_id):
                 async with self.turn:
                     if event["event"] == "Snapshot":
-                        html = await page(session, event, new, known)
+                        html = await feed.page(session, event, new, known)
                     else:
-                        html = await fragment(event)
+                        html = await feed.fragment(event)
                     await self.send(text_data=html)
         except Exception:
             # The page reconnects and watches afresh; a quiet dead feed would look connected.
             log.exception("following a chat failed")
             await self.close()
-
-
-async def page(session: Session, snapshot: events.Event, new: bool, known: tuple) -> str:
-    """The session as it stands: every run, the streaming one with its answer so far."""
-    used = await database_sync_to_async(rendering.tools_by_run)(session)
-    runs, streamed = snapshot["runs"], snapshot["streamed"]
-    views = [
-        rendering.run_view(
-            run, streaming_text=streamed.get(str(run.run_id)), tools=used.get(str(run.run_id))
-        )
-        for run in runs
-    ]
-    active = next((str(run.run_id) for run in runs if run.is_active), None)
-    last = runs[-1] if runs else None
-    unchanged = not active and last is not None and known == (str(last.run_id), last.status)
-    parts = [] if unchanged else [rendering.render_messages(views)]
-    parts.append(rendering.render_composer_actions(active))
-    if new:
-        parts.append(rendering.render_new_session(session))
-    return "".join(parts)
-
-
-async def fragment(event: events.Event) -> str:
-    """An event as the HTML that shows it."""
-    kind, run_id = event["event"], event.get("run_id")
-    if kind == "RunStarted":
-        view = rendering.answer_view(
-            run_id=run_id, status="RUNNING", input=event["input"], content=""
-        )
-        run = rendering.render_run(view)
-        messages = f'<div id="messages" hx-swap-oob="beforeend">{run}</div>'
-        return messages + rendering.render_composer_actions(run_id)
-    if kind == "RunContent":
-        return rendering.render_piece(run_id, event["content"])
-    if kind == "SessionRenamed":
-        return rendering.render_title(await Session.objects.aget(pk=event["session_id"]))
-    if kind == "RunSnapshot":  # what another process has streamed, or the run as stored
-        run = event["run"]
-        view = rendering.run_view(run, streaming_text=event["content"] if run.is_active else None)
-        finished = "" if run.is_active else rendering.render_composer_actions(None)
-        return rendering.render_assistant(view, oob=True) + finished
-    view = rendering.answer_view(
-        run_id=run_id,
-        status=STATUS_OF.get(kind, event.get("status", "ERROR")),
-        input="",
-        content=event.get("content", ""),
-        error=event.get("error", ""),
-        metrics=event.get("metrics"),
-        tools=event.get("tools"),
-    )
-    return rendering.render_assistant(view, oob=True) + rendering.render_composer_actions(None)
