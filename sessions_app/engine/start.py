@@ -1,9 +1,8 @@
 """Starting runs: the rows and the plan of the model call, in one transaction, then the task.
 
-Runs asked for while others are being created are created together (see dbthread.Batcher): one
-run alone costs about eight queries, most of their time spent by Django building SQL, and a
-hundred users pressing Send in the same second would otherwise queue them all on the one thread
-that database work shares. The database allows one active run per session (a partial unique
+Runs asked for while others are being created are created together (see dbthread.Batcher): a
+hundred users pressing Send in the same second would otherwise queue a run's queries a hundred
+times over on the one thread that database work shares. The database allows one active run per session (a partial unique
 constraint), so two sends can never interleave, across any number of processes.
 """
 
@@ -175,7 +174,7 @@ def _create_alone(ask: Ask) -> Plan | Exception:
 
 class _Creation:
     """The runs of several asks (and the sessions of those without one), created with bulk
-    statements in one transaction; IntegrityError, and nothing written, when any of them meets
+    queries in one transaction; IntegrityError, and nothing written, when any of them meets
     an active run."""
 
     def __init__(self, asks: list[Ask]) -> None:
