@@ -1,8 +1,8 @@
 """Every change Parley makes to how the libraries it runs on behave, each behind a setting.
 
 `apply()` makes the process-wide ones when the ASGI application is loaded. The middleware below
-is chosen in settings.MIDDLEWARE (PARLEY_TUNE_MIDDLEWARE); the admin's checkbox and the chat
-socket's dispatch by the classes that use them. What each one gained against the stock
+is chosen in settings.MIDDLEWARE (PARLEY_TUNE_MIDDLEWARE); the admin's checkbox by the class
+that uses it. What each one gained against the stock
 behaviour, side by side, is in docs/performance.md.
 """
 
@@ -19,7 +19,6 @@ from asgiref.sync import (
     markcoroutinefunction,
     sync_to_async,
 )
-from channels.consumer import AsyncConsumer, get_handler_name
 from django.conf import settings
 from django.contrib.admin import helpers
 from django.contrib.auth import middleware as auth
@@ -101,16 +100,6 @@ def action_checkbox(obj: Any) -> SafeString:
         str(obj.pk),
         format_html(_("Select this object for an action - {}"), obj),
     )
-
-
-async def dispatch_without_closing_connections(
-    consumer: AsyncConsumer, message: dict[str, Any]
-) -> None:
-    """Channels' dispatch minus its per-message hop to the database thread to close connections."""
-    handler = getattr(consumer, get_handler_name(message), None)
-    if handler is None:
-        raise ValueError(f"No handler for message type {message['type']}")
-    await handler(message)
 
 
 # -- middleware: Django's and WhiteNoise's, with their hooks on the event loop -----------------

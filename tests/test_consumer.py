@@ -298,28 +298,3 @@ async def test_sending_too_fast_is_refused_inline(alice, agent, upstream, settin
     assert "sending too fast" in await tab.until("chat-notice")
     assert await Run.objects.filter(user=alice).acount() == 1
     await tab.close()
-
-
-@pytest.mark.parametrize("tuned", [True, False])
-async def test_a_frame_reaches_its_handler_without_a_turn_on_the_database_thread(
-    alice, monkeypatch, settings, tuned
-):
-    from asgiref.sync import SyncToAsync
-
-    settings.PARLEY_TUNE_WS_DISPATCH = tuned
-    tab = await open_tab(alice)
-    sent: list[str] = []
-    original = SyncToAsync.__init__
-
-    def record(self, func, *args, **kwargs):
-        sent.append(getattr(func, "__name__", repr(func)))
-        original(self, func, *args, **kwargs)
-
-    monkeypatch.setattr(SyncToAsync, "__init__", record)
-    await tab.send(action="nonsense")
-    assert "Unknown action" in await tab.until('data-testid="chat-notice"')
-    # Channels closes stale connections in that thread before each frame's handler (a no-op
-    # under its test communicator, but still a turn); tuned, a frame that needs no database
-    # (this one) takes no turn there at all.
-    assert len(sent) == (0 if tuned else 1)
-    await tab.close()

@@ -79,3 +79,25 @@ def test_a_past_run_is_given_the_history_it_was_sent(alice):
     before_third = ["q1", "a1", "c1", "42", "q2", "a2", "c2", "42"]
     assert _texts(history_messages(agent, session, 3)) == before_third
     assert history_messages(agent, session, 1) == []
+
+
+def test_sessions_read_together_are_each_cut_at_their_agents_limit(alice):
+    one = Agent.objects.create(name="One run", model="m", num_history_runs=1)
+    three = Agent.objects.create(name="Three runs", model="m", num_history_runs=3)
+    short, long = _session(alice, one), _session(alice, three)
+    for session in (short, long):
+        for _ in range(4):
+            _run(session)
+
+    found = histories([Place(one, short, 5), Place(three, long, 5)])
+
+    assert _texts(found[0]) == ["q4", "a4", "c4", "42"]
+    assert _texts(found[1]) == [t for n in (2, 3, 4) for t in (f"q{n}", f"a{n}", f"c{n}", "42")]
+
+
+def test_a_past_run_limited_by_messages_sees_only_what_came_before_it(alice):
+    agent = Agent.objects.create(name="Two messages", model="m", num_history_messages=2)
+    session = _session(alice, agent)
+    for _ in range(4):
+        _run(session)
+    assert _texts(history_messages(agent, session, 3)) == ["c2", "42"]

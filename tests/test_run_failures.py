@@ -173,6 +173,21 @@ async def test_a_cancel_from_another_process_stops_the_run(alice, agent, upstrea
     assert 0 < len(run.content.split()) < 200
 
 
+async def test_a_run_marked_interrupted_elsewhere_keeps_that_record_when_it_ends(
+    alice, agent, upstream
+):
+    upstream.script(Reply(tokens=30, delay=0.02))
+    handle = await engine.start_run(alice, "long")
+    await until(lambda: handle.stream.content_so_far(), "a piece of the answer")
+    # What another process's reaper does when this one looks dead.
+    await Run.objects.filter(pk=handle.run_id).aupdate(
+        status=RunStatus.INTERRUPTED, error="The server stopped"
+    )
+    await asyncio.wait_for(handle.wait(), 5)
+    stored = await Run.objects.aget(pk=handle.run_id)
+    assert (stored.status, stored.error) == (RunStatus.INTERRUPTED, "The server stopped")
+
+
 SERVER_THAT_DIES = textwrap.dedent(
     """
     import asyncio, django, os, sys

@@ -2,8 +2,9 @@
 
 Runs asked for while others are being created are created together (see dbthread.Batcher): a
 hundred users pressing Send in the same second would otherwise queue a run's queries a hundred
-times over on the one thread that database work shares. The database allows one active run per session (a partial unique
-constraint), so two sends can never interleave, across any number of processes.
+times over on the one thread that database work shares. The database allows one active run per
+session (a partial unique constraint), so two sends can never interleave, across any number of
+processes.
 """
 
 from __future__ import annotations

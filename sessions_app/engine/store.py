@@ -18,6 +18,7 @@ from django.utils import timezone
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
 from sessions_app.llm import client as llm
+from sessions_app.llm.usage import Usage
 from sessions_app.models import (
     ACTIVE_STATUSES,
     CallKind,
@@ -35,7 +36,7 @@ from sessions_app.services import accounting, tools
 class Call:
     """One request to the model within a run, as it will be recorded in LLMCall."""
 
-    usage: llm.Usage
+    usage: Usage
     model: str
     time_to_first_token: float | None
     duration: float
@@ -56,7 +57,7 @@ def record_call(
     if end is not None:
         return Call(end.usage, end.model or run.model, first, duration, ok=True, sent=sent)
     # The upstream never reported usage for a broken or stopped answer: count what we have.
-    usage = llm.Usage(
+    usage = Usage(
         input_tokens=sum(len(m.get("content") or "") for m in messages) // 4,
         output_tokens=(len(text) + 3) // 4,
         estimated=True,
@@ -104,8 +105,8 @@ async def checkpoint(run_id: uuid.UUID, content: str, seq: int) -> bool:
 
 def _save_checkpoints(items: list[tuple[uuid.UUID, str, int]]) -> list[bool]:
     """Every due checkpoint in one transaction: which runs may go on (still running, and not
-    asked to stop by another process). One conditional UPDATE each, since each has its own
-    condition."""
+    asked to stop by another process). One conditional UPDATE each: a bulk update's CASE per
+    column and row costs Django more to build than separate statements cost to run."""
     now = timezone.now()
     with transaction.atomic() if len(items) > 1 else contextlib.nullcontext():
         return [

@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections
-from django.db.models import F, Func, Q, Window
-from django.db.models.functions import DenseRank, RowNumber
+from django.db.models import F, Q, Window
+from django.db.models.functions import RowNumber
 
-from sessions_app.models import Agent, Message, Role, RunStatus, Session, User
+from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
 from sessions_app.services import tools
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -64,7 +65,7 @@ def system_message(
     return {"role": "system", "content": "\n\n".join(parts)}
 
 
-@dataclass(frozen=True)
+@dataclass
 class Place:
     """Where a run stands: its agent, its session, and its position."""
 
@@ -73,28 +74,26 @@ class Place:
     position: int
 
 
-def histories(places: list[Place]) -> list[list[Message]]:
+def histories(places: Sequence[Place]) -> list[list[Message]]:
     """For each place, the stored messages of the earlier completed runs its agent is set to
     see (CONTRACT §6): the last `num_history_runs` runs, or the last `num_history_messages`
     messages; oldest first, system messages and dangling tool calls left out. Places are in
     different sessions; one query per kind of limit serves them all."""
     by_runs = [p for p in places if _limit(p) and p.agent.num_history_messages is None]
     by_messages = [p for p in places if _limit(p) and p.agent.num_history_messages is not None]
-    found: dict[Any, list[Message]] = defaultdict(list)
-    for group, rank in ((by_runs, DenseRank), (by_messages, RowNumber)):
-        if group:
-            for message in _last_messages(group, rank):
-                found[message.session_id].append(message)
+    of_runs = _by_session(_last_runs_messages(by_runs)) if by_runs else {}
+    of_messages = _by_session(_last_messages(by_messages)) if by_messages else {}
     out = []
     for place in places:
-        rows, limit = found.get(place.session.pk, []), _limit(place)
+        limit, session_id = _limit(place), place.session.pk
         if not limit:
             rows = []
         elif place.agent.num_history_messages is None:
+            rows = of_runs.get(session_id, [])
             positions = sorted({m.run_position for m in rows})[-limit:]
             rows = [m for m in rows if m.run_position in positions]
         else:
-            rows = rows[-limit:]
+            rows = of_messages.get(session_id, [])[-limit:]
         out.append(drop_dangling_tool_calls(rows))
     return out
 
@@ -109,12 +108,16 @@ def _limit(place: Place) -> int:
     return agent.num_history_runs
 
 
-def _last_messages(places: list[Place], rank: type[Func]) -> list[Message]:
-    """The messages of the places' sessions, ranked from the newest by run (DenseRank) or by
-    message (RowNumber), cut at the deepest limit; in conversation order."""
-    deepest = max(_limit(p) for p in places)
-    if rank is DenseRank:
-        return _last_runs_messages(places, deepest)
+def _by_session(messages: list[Message]) -> dict[Any, list[Message]]:
+    grouped: dict[Any, list[Message]] = defaultdict(list)
+    for message in messages:
+        grouped[message.session_id].append(message)
+    return grouped
+
+
+def _last_messages(places: list[Place]) -> list[Message]:
+    """The last messages of each place's session before its position, as many as the deepest
+    limit asks for, in conversation order."""
     before = Q()
     for place in places:
         before |= Q(session=place.session.pk, run__position__lt=place.position)
@@ -122,37 +125,45 @@ def _last_messages(places: list[Place], rank: type[Func]) -> list[Message]:
     rows = (
         Message.objects.filter(before, run__status=RunStatus.COMPLETED)
         .exclude(role=Role.SYSTEM)
-        .annotate(run_position=F("run__position"))
-        .annotate(rank=Window(rank(), partition_by=F("session"), order_by=newest_first))
-        .filter(rank__lte=deepest)
+        .annotate(rank=Window(RowNumber(), partition_by=F("session"), order_by=newest_first))
+        .filter(rank__lte=max(_limit(p) for p in places))
         .order_by("session", "run__position", "order")
     )
     return list(rows)
 
 
-# Written as SQL because every run's start asks for it, and the ORM takes longer to build this
-# window query than the database takes to run it (docs/performance.md, "History query").
+# SQL, because every run's start asks for it (agents limit history by runs unless set otherwise),
+# and the ORM takes longer to build this query than the database to run it (docs/performance.md,
+# "SQL through the ORM"). The messages of each session's last runs before its position.
 _LAST_RUNS = """
-SELECT m.*, r.position AS run_position
-FROM sessions_app_message m INNER JOIN sessions_app_run r ON r.run_id = m.run_id
+SELECT m.*, r."position" AS run_position
+FROM {message} m INNER JOIN {run} r ON r.run_id = m.run_id
 WHERE m.run_id IN (
     SELECT ranked.run_id FROM (
-        SELECT run_id, ROW_NUMBER() OVER (PARTITION BY session_id ORDER BY position DESC) AS recent
-        FROM sessions_app_run WHERE status = %s AND ({})
+        SELECT run_id,
+            ROW_NUMBER() OVER (PARTITION BY session_id ORDER BY "position" DESC) AS recent
+        FROM {run} WHERE status = %s AND ({bounds})
     ) ranked WHERE ranked.recent <= %s
 ) AND m.role <> %s
-ORDER BY m.session_id, r.position, m."order"
+ORDER BY m.session_id, r."position", m."order"
 """
 
 
-def _last_runs_messages(places: list[Place], deepest: int) -> list[Message]:
+def _last_runs_messages(places: list[Place]) -> list[Message]:
+    """The messages of each place's session's last runs before its position, as many runs as
+    the deepest limit asks for, in conversation order; each with its `run_position`."""
     connection = connections[Message.objects.db]
-    session_key = Session._meta.pk
+    quote, session_key = connection.ops.quote_name, Session._meta.pk
     bounds, params = [], [RunStatus.COMPLETED]
     for place in places:
-        bounds.append("(session_id = %s AND position < %s)")
+        bounds.append('(session_id = %s AND "position" < %s)')
         params += [session_key.get_db_prep_value(place.session.pk, connection), place.position]
-    sql = _LAST_RUNS.format(" OR ".join(bounds))
+    sql = _LAST_RUNS.format(
+        message=quote(Message._meta.db_table),
+        run=quote(Run._meta.db_table),
+        bounds=" OR ".join(bounds),
+    )
+    deepest = max(_limit(p) for p in places)
     return list(Message.objects.raw(sql, [*params, deepest, Role.SYSTEM]))
 
 
@@ -204,12 +215,9 @@ def _assemble(turn: Turn, history: list[Message]) -> list[dict[str, Any]]:
 
 
 @dataclass
-class Turn:
-    """One new run's place, for building the messages of many runs at once."""
+class Turn(Place):
+    """One new run, for building the messages of many runs at once."""
 
-    agent: Agent
-    session: Session
-    position: int
     input: str
     user: User
     # Few-shot example turns (datasets_app.services.fewshot), sent before the history.
@@ -218,5 +226,5 @@ class Turn:
 
 def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:
     """What each new run sends the model, for runs started together (in different sessions)."""
-    found = histories([Place(t.agent, t.session, t.position) for t in turns])
+    found = histories(turns)
     return [_assemble(turn, history) for turn, history in zip(turns, found, strict=True)]

@@ -15,10 +15,8 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
-from project import tuning
 from sessions_app import engine, events
 from sessions_app.models import Session
 from sessions_app.services import ratelimit
@@ -47,13 +45,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.unwatch()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        # Every database call here goes through `database_sync_to_async` or the engine, which
-        # see to their connections (PARLEY_TUNE_WS_DISPATCH).
         async with self.turn:
-            if settings.PARLEY_TUNE_WS_DISPATCH:
-                await tuning.dispatch_without_closing_connections(self, message)
-            else:
-                await super().dispatch(message)
+            await super().dispatch(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
