@@ -176,9 +176,11 @@ PARLEY_TUNE_ADMIN_CHECKBOX = envbool("PARLEY_TUNE_ADMIN_CHECKBOX", "True")
 # Long-lived threads (each keeping its database connection) that run requests' synchronous code.
 PARLEY_TUNE_REQUEST_THREADS = envbool("PARLEY_TUNE_REQUEST_THREADS", "True")
 PARLEY_REQUEST_THREADS = envint("PARLEY_REQUEST_THREADS", 8)
-# Each process marks its runs alive this often; runs silent for STALE seconds are interrupted.
+# Each process marks its runs alive this often, and at the same beat interrupts the runs of
+# processes that died: at once when they ran on this host, else once silent for STALE seconds.
+# A run whose process died is so marked within INTERVAL (this host) or STALE + INTERVAL seconds.
 PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)
-PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 60.0)
+PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 30.0)
 PARLEY_MAX_INPUT_CHARS = envint("PARLEY_MAX_INPUT_CHARS", 32000)
 # A dataset's export check reports turns longer than this: most likely a pasted file or a
 # runaway answer.

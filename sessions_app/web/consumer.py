@@ -19,7 +19,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import PermissionDenied
 
 from sessions_app import engine, events
-from sessions_app.models import Session
+from sessions_app.models import Run, Session
 from sessions_app.services import ratelimit
 from sessions_app.services.access import NotFound, get_run_for_owner, get_session_for_user
 from sessions_app.web import rendering
@@ -39,6 +39,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.user = self.scope.get("user")
+        # This process now has a viewer to tell when a run of a process that died is reaped.
+        engine.ensure_heartbeat()
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -179,6 +181,10 @@ async def fragment(event: events.Event) -> str:
         return rendering.render_piece(run_id, event["content"])
     if kind == "SessionRenamed":
         return rendering.render_title(await Session.objects.aget(pk=event["session_id"]))
+    if kind == "RunReaped":  # its process died: the run as stored, up to its last checkpoint
+        reaped = await Run.objects.aget(pk=event["reaped_run_id"])
+        view = rendering.run_view(reaped)
+        return rendering.render_assistant(view, oob=True) + rendering.render_composer_actions(None)
     if kind == "RunSnapshot":  # what another process has streamed, or the run as stored
         run = event["run"]
         view = rendering.run_view(run, streaming_text=event["content"] if run.is_active else None)
