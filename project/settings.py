@@ -51,19 +51,26 @@ INSTALLED_APPS = [
 # With PARLEY_TUNE_MIDDLEWARE, project.tuning's subclasses of Django's and WhiteNoise's middleware
 # (same names), whose hooks run on the event loop where they do no I/O; without, the stock ones.
 PARLEY_TUNE_MIDDLEWARE = envbool("PARLEY_TUNE_MIDDLEWARE", "True")
+STOCK_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
 MIDDLEWARE = [
     f"project.tuning.{path.rpartition('.')[2]}" if PARLEY_TUNE_MIDDLEWARE else path
-    for path in (
-        "django.middleware.security.SecurityMiddleware",
-        "whitenoise.middleware.WhiteNoiseMiddleware",
-        "django.contrib.sessions.middleware.SessionMiddleware",
-        "django.middleware.common.CommonMiddleware",
-        "django.middleware.csrf.CsrfViewMiddleware",
-        "django.contrib.auth.middleware.AuthenticationMiddleware",
-        "django.contrib.messages.middleware.MessageMiddleware",
-        "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    )
-] + ["django_htmx.middleware.HtmxMiddleware"]
+    for path in STOCK_MIDDLEWARE[:-1]
+] + STOCK_MIDDLEWARE[-1:]
+if PARLEY_TUNE_MIDDLEWARE:
+    # Django's security checks look for its middleware by dotted path: they would call the
+    # subclasses missing, and skip what depends on them (cookies, HSTS, redirects).
+    # sessions_app.checks runs them on STOCK_MIDDLEWARE instead.
+    SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
 
 ROOT_URLCONF = "project.urls"
 ASGI_APPLICATION = "project.asgi.application"
@@ -201,7 +208,21 @@ LOGGING = {
     "loggers": {"parley": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")}},
 }
 
+# Behind a proxy of its own (nginx, as `serve --workers` runs it), where daphne is reachable from
+# nowhere else: the client's address and scheme are the proxy's X-Forwarded-For and -Proto.
+# Never set where clients reach daphne directly, since they could then claim any of both.
+PARLEY_PROXY_HEADERS = envbool("PARLEY_PROXY_HEADERS", "False")
+if PARLEY_PROXY_HEADERS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 if not DEBUG:
     SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
     CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
+    # Django's own: redirect plain HTTP to HTTPS (health checks on loopback excepted), and tell
+    # browsers to use only HTTPS for this many seconds.
+    SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "False")
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "False")
+    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "False")
 WHITENOISE_USE_FINDERS = DEBUG
