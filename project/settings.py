@@ -139,7 +139,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STATIC_ROOT = Path(os.getenv("STATIC_ROOT") or BASE_DIR / "var" / "staticfiles")
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root
 
 REDIS_URL = os.getenv("REDIS_URL", "")
@@ -153,8 +153,10 @@ else:
     }
 
 # The model upstream. Unset LLM_BASE_URL means "the embedded model", which `serve` starts and
-# then publishes here through the environment.
+# then sets here, and in the environment of the worker processes it starts.
 LLM_BASE_URL = os.getenv("LLM_BASE_URL", "")
+# Set by `serve` for its worker processes when LLM_BASE_URL is the embedded model it started.
+LLM_EMBEDDED = envbool("PARLEY_LLM_EMBEDDED", "False")
 LLM_API_KEY = os.getenv("LLM_API_KEY") or os.getenv("OPENAI_API_KEY", "")
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 LLM_MODEL = os.getenv("LLM_MODEL") or ("gpt-4o-mini" if LLM_API_KEY else EMBEDDED_MODEL_NAME)
