@@ -19,8 +19,9 @@ class NginxConfigError(ValueError):
     pass
 
 
-def find_nginx() -> str | None:
-    return shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:{SEARCH_PATH}")
+def find_nginx(configured: str = "") -> str | None:
+    """The nginx configured (a path, or a name to look up), else the one on PATH or Debian's."""
+    return shutil.which(configured or "nginx", path=f"{os.environ.get('PATH', '')}:{SEARCH_PATH}")
 
 
 def address(host: str, port: int) -> str:

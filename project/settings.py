@@ -200,8 +200,10 @@ PARLEY_GENERATE_TITLES = envbool("PARLEY_GENERATE_TITLES", "True")
 PARLEY_SIGNUP_ENABLED = envbool("PARLEY_SIGNUP_ENABLED", "True")
 # Runs a user may start per minute (REST API and WebSocket alike); 0 turns the limit off.
 PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
-# Processes serving Parley (for the safety check: more than one needs REDIS_URL).
+# Processes serving Parley: `serve`'s default for --workers (more than one needs REDIS_URL).
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
+# The nginx that `serve --workers N` runs in front of them; unset, nginx on PATH or in /usr/sbin.
+PARLEY_NGINX = os.getenv("PARLEY_NGINX", "")
 
 LOGGING = {
     "version": 1,

@@ -105,11 +105,11 @@ def check_several(count: int) -> str:
             f"--workers {count} needs a database every process opens: PostgreSQL "
             "(DATABASE_URL=postgres://…) or an SQLite file, not an in-memory SQLite."
         )
-    found = nginx.find_nginx()
+    found = nginx.find_nginx(settings.PARLEY_NGINX)
     if found is None:
         raise CommandError(
-            f"--workers {count} runs nginx in front of the processes, and nginx was not found "
-            "(Debian: apt-get install nginx)."
+            f"--workers {count} runs nginx in front of the processes, and "
+            f"{settings.PARLEY_NGINX or 'nginx'} was not found (Debian: apt-get install nginx)."
         )
     return found
 
