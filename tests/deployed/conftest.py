@@ -4,8 +4,11 @@ package and stopped with everything it started.
 
 Fixtures, for plain ``def`` tests marked ``@pytest.mark.django_db(transaction=True)``:
 
-- ``deployment -> Deployment``: ``url`` (nginx), ``workers`` (each daphne's own loopback URL, so
-  that a test can put a browser on one process and a client on the other), ``pid_of_run``.
+- ``deployed -> Deployment``: the package's deployment, ``url`` (nginx) and ``workers`` (each
+  daphne's own loopback URL, so that a test can put a browser on one process and a client on
+  the other); the scripted model reset for the test.
+- ``serve_environment -> dict``: what it is started with, for a test that starts (and stops)
+  one of its own with ``launch``.
 - ``browser``, ``log_in``: Debian's Chromium, as in tests/e2e.
 
 The package skips when the test database is not PostgreSQL (the SQLite pass), or when Redis or
@@ -39,6 +42,7 @@ from tests.e2e.conftest import browser, log_in  # noqa: F401 (fixtures of this p
 
 REDIS_URL = os.getenv("REDIS_URL") or "redis://127.0.0.1:6379/0"
 STARTUP_TIMEOUT = 90.0  # two Django processes and nginx, on a loaded machine
+MANAGE = [sys.executable, str(ROOT / "manage.py")]
 WORKER_LINE = re.compile(r"^(worker \d+): daphne on (http://127\.0\.0\.1:\d+)/", re.MULTILINE)
 
 
@@ -101,14 +105,34 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=10)
 
 
+def launch(env: dict[str, str], log: Path) -> Deployment:
+    """`serve --workers 2` on a free port, serving once this returns."""
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*MANAGE, "serve", "--workers", "2", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deployment = Deployment(f"http://127.0.0.1:{port}", {}, process, log)
+    try:
+        _wait_until_serving(deployment)
+    except BaseException:
+        stop(process)
+        raise
+    deployment.workers = dict(WORKER_LINE.findall(deployment.output()))
+    assert len(deployment.workers) == 2, deployment.tail()
+    return deployment
+
+
 @pytest.fixture(scope="package")
-def deployment(
-    django_db_setup: None,
-    django_db_blocker,
-    upstream_server: ScriptedUpstream,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Deployment]:
-    """Started after the test database exists, stopped before it is dropped."""
+def serve_environment(
+    django_db_setup: None, django_db_blocker, upstream_server: ScriptedUpstream
+) -> Iterator[dict[str, str]]:
+    """What `serve` is started with: the test database, Redis, the scripted model, production
+    settings over plain HTTP, static files collected. Skips when a service is missing."""
     with django_db_blocker.unblock():
         missing = _unavailable()
     if missing is not None:
@@ -125,34 +149,29 @@ def deployment(
         PARLEY_GENERATE_TITLES="False",  # titles would take scripted replies meant for answers
         REDIS_URL=REDIS_URL,
         STATIC_ROOT=str(static),
-        # Production, over plain HTTP on loopback.
         DEBUG="False",
         SECRET_KEY="deployed-shape-tests-" + "x" * 40,
         ALLOWED_HOSTS="127.0.0.1,localhost",
         SECURE_COOKIES="False",
     )
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser fixture for this process
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], env=env, cwd=ROOT, check=True)
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*manage, "serve", "--workers", "2", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    deployment = Deployment(f"http://127.0.0.1:{port}", {}, process, log)
+    subprocess.run([*MANAGE, "collectstatic", "--noinput", "-v0"], env=env, cwd=ROOT, check=True)
     try:
-        _wait_until_serving(deployment)
-        deployment.workers = dict(WORKER_LINE.findall(deployment.output()))
-        assert len(deployment.workers) == 2, deployment.tail()
+        yield env
+    finally:
+        shutil.rmtree(static, ignore_errors=True)
+
+
+@pytest.fixture(scope="package")
+def deployment(
+    serve_environment: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    """Started after the test database exists, stopped before it is dropped."""
+    deployment = launch(serve_environment, tmp_path_factory.mktemp("serve") / "serve.log")
+    try:
         yield deployment
     finally:
-        stop(process)
-        shutil.rmtree(static, ignore_errors=True)
+        stop(deployment.process)
 
 
 @pytest.fixture

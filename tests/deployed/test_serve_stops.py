@@ -1,0 +1,70 @@
+"""`serve --workers 2` stops everything it started: on Ctrl-C (SIGINT), on SIGTERM, and when it
+is killed outright (its children get SIGTERM from the kernel then)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.deployed.conftest import launch, stop
+from tests.deployed.streams import wait_until
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid`, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def listening(url: str) -> bool:
+    host, _, port = url.removeprefix("http://").partition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name
+)
+def test_serve_stops_everything_it_started(serve_environment, tmp_path, signum):
+    deployment = launch(serve_environment, tmp_path / "serve.log")
+    started = descendants(deployment.process.pid)
+    try:
+        # Two daphne workers, nginx's master process and its workers.
+        assert len(started) >= 4, started
+        deployment.process.send_signal(signum)
+        code = deployment.process.wait(timeout=60)
+        wait_until(lambda: not any(map(running, started)), "every process serve started gone")
+        if signum != signal.SIGKILL:
+            assert code == 0, deployment.tail()
+        assert not any(map(listening, [deployment.url, *deployment.worker_urls()]))
+    finally:
+        stop(deployment.process)
+        for pid in filter(running, started):  # left behind: this test's failure, not the next's
+            os.kill(pid, signal.SIGKILL)
