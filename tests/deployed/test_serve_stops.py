@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.deployed.conftest import launch, stop
+from tests.conftest import ROOT
+from tests.deployed.conftest import MANAGE, launch, stop
 from tests.deployed.streams import wait_until
 
 
@@ -68,3 +70,22 @@ def test_serve_stops_everything_it_started(serve_environment, tmp_path, signum):
         stop(deployment.process)
         for pid in filter(running, started):  # left behind: this test's failure, not the next's
             os.kill(pid, signal.SIGKILL)
+
+
+def test_serve_exits_1_when_nginx_cannot_listen(serve_environment):
+    """A failure an operator must see: serve stops its workers and exits non-zero, so that a
+    service manager restarts it or reports it."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        served = subprocess.run(
+            [*MANAGE, "serve", "--workers", "2", "--host", "127.0.0.1", "--port", port],
+            cwd=ROOT,
+            env=serve_environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert served.returncode == 1
+    assert "Address already in use" in served.stderr
+    assert "nginx exited (code 1); stopping." in served.stdout
+    assert "CommandError: Parley stopped: a process it runs failed" in served.stderr
