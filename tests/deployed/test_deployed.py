@@ -43,8 +43,9 @@ def answer_of(tokens: int) -> str:
 
 
 @pytest.fixture
-def open_page(browser: Browser) -> Iterator:
-    """open_page(base_url, user) -> a page logged in on that server, recording streamed text."""
+def open_page(deployment: Deployment, browser: Browser) -> Iterator:
+    """open_page(base_url, user) -> a page logged in on that server, recording streamed text.
+    (The deployment first: without it, the package skips before a browser is started.)"""
     contexts = []
 
     def open_page(base_url: str, user: str) -> Page:
