@@ -45,7 +45,8 @@ class Command(BaseCommand):
             model = self.start_model()
         try:
             if nginx_path is None:
-                self.stdout.write(f"Parley is serving on http://{nginx.address(host, port)}/")
+                if options["verbosity"]:  # a worker of serve --workers says nothing of its own
+                    self.stdout.write(f"Parley is serving on http://{nginx.address(host, port)}/")
                 run_daphne(host, port)
             else:
                 self.serve_several(workers, host, port, nginx_path)
@@ -116,7 +117,7 @@ def check_several(count: int) -> str:
 
 def worker_command(port: int) -> list[str]:
     manage = str(Path(settings.BASE_DIR) / "manage.py")
-    options = ["--workers", "1", "--host", "127.0.0.1", "--port", str(port)]
+    options = ["--workers", "1", "--host", "127.0.0.1", "--port", str(port), "--verbosity", "0"]
     return [sys.executable, manage, "serve", *options]
 
 
