@@ -112,6 +112,22 @@ def test_pages_the_api_and_static_files_answer_through_nginx(deployed: Deploymen
         assert client.get("/api/agents").status_code == 401
 
 
+def test_django_sees_the_scheme_a_proxy_on_loopback_reports(deployed: Deployment):
+    """Behind a TLS proxy on this machine, a request is HTTPS to Django: here, its CSRF check
+    then wants a Referer of this site, as it does of HTTPS requests only."""
+    with httpx.Client(base_url=deployed.url) as client:
+        form = client.get("/accounts/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
+        assert token is not None
+        data = {"csrfmiddlewaretoken": token.group(1), "username": "nobody", "password": "x"}
+        # Plain HTTP: the CSRF check passes, and the form refuses the unknown user.
+        assert client.post("/accounts/login/", data=data).status_code == 200
+        https = {"X-Forwarded-Proto": "https"}
+        assert client.post("/accounts/login/", data=data, headers=https).status_code == 403
+        referred = {**https, "Referer": f"https://{deployed.url.removeprefix('http://')}/"}
+        assert client.post("/accounts/login/", data=data, headers=referred).status_code == 200
+
+
 def test_a_chat_through_nginx_streams_over_its_websocket(
     open_page, deployed: Deployment, alice: User, upstream: ScriptedUpstream
 ):
