@@ -4,6 +4,7 @@ is killed outright (its children get SIGTERM from the kernel then)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +35,15 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def prefix_of(pid: int) -> list[str]:
+    """The directory an nginx process was started with (`-p`), if `pid` is one."""
+    try:  # nginx rewrites its command line as one string: "nginx: master process … -p DIR …"
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().replace("\0", " ").split()
+    except OSError:
+        return []
+    return [args[args.index("-p") + 1]] if args[:1] == ["nginx:"] and "-p" in args else []
+
+
 def running(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
@@ -57,6 +67,8 @@ def listening(url: str) -> bool:
 def test_serve_stops_everything_it_started(serve_environment, tmp_path, signum):
     deployment = launch(serve_environment, tmp_path / "serve.log")
     started = descendants(deployment.process.pid)
+    # nginx's directory, which a serve that is killed leaves behind.
+    prefixes = [arg for pid in started for arg in prefix_of(pid)]
     try:
         # Two daphne workers, nginx's master process and its workers.
         assert len(started) >= 4, started
@@ -70,6 +82,8 @@ def test_serve_stops_everything_it_started(serve_environment, tmp_path, signum):
         stop(deployment.process)
         for pid in filter(running, started):  # left behind: this test's failure, not the next's
             os.kill(pid, signal.SIGKILL)
+        for prefix in prefixes:
+            shutil.rmtree(prefix, ignore_errors=True)
 
 
 def test_serve_exits_1_when_nginx_cannot_listen(serve_environment):
