@@ -51,19 +51,26 @@ INSTALLED_APPS = [
 # With PARLEY_TUNE_MIDDLEWARE, project.tuning's subclasses of Django's and WhiteNoise's middleware
 # (same names), whose hooks run on the event loop where they do no I/O; without, the stock ones.
 PARLEY_TUNE_MIDDLEWARE = envbool("PARLEY_TUNE_MIDDLEWARE", "True")
+STOCK_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
 MIDDLEWARE = [
     f"project.tuning.{path.rpartition('.')[2]}" if PARLEY_TUNE_MIDDLEWARE else path
-    for path in (
-        "django.middleware.security.SecurityMiddleware",
-        "whitenoise.middleware.WhiteNoiseMiddleware",
-        "django.contrib.sessions.middleware.SessionMiddleware",
-        "django.middleware.common.CommonMiddleware",
-        "django.middleware.csrf.CsrfViewMiddleware",
-        "django.contrib.auth.middleware.AuthenticationMiddleware",
-        "django.contrib.messages.middleware.MessageMiddleware",
-        "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    )
-] + ["django_htmx.middleware.HtmxMiddleware"]
+    for path in STOCK_MIDDLEWARE[:-1]
+] + STOCK_MIDDLEWARE[-1:]
+if PARLEY_TUNE_MIDDLEWARE:
+    # Django's security checks look for its middleware by dotted path: they would call the
+    # subclasses missing, and skip what depends on them (cookies, HSTS, redirects).
+    # sessions_app.checks runs them on STOCK_MIDDLEWARE instead.
+    SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
 
 ROOT_URLCONF = "project.urls"
 ASGI_APPLICATION = "project.asgi.application"
@@ -132,7 +139,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STATIC_ROOT = Path(os.getenv("STATIC_ROOT") or BASE_DIR / "var" / "staticfiles")
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root
 
 REDIS_URL = os.getenv("REDIS_URL", "")
@@ -146,8 +153,10 @@ else:
     }
 
 # The model upstream. Unset LLM_BASE_URL means "the embedded model", which `serve` starts and
-# then publishes here through the environment.
+# then sets here, and in the environment of the worker processes it starts.
 LLM_BASE_URL = os.getenv("LLM_BASE_URL", "")
+# Set by `serve` for its worker processes when LLM_BASE_URL is the embedded model it started.
+LLM_EMBEDDED = envbool("PARLEY_LLM_EMBEDDED", "False")
 LLM_API_KEY = os.getenv("LLM_API_KEY") or os.getenv("OPENAI_API_KEY", "")
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 LLM_MODEL = os.getenv("LLM_MODEL") or ("gpt-4o-mini" if LLM_API_KEY else EMBEDDED_MODEL_NAME)
@@ -176,9 +185,11 @@ PARLEY_TUNE_ADMIN_CHECKBOX = envbool("PARLEY_TUNE_ADMIN_CHECKBOX", "True")
 # Long-lived threads (each keeping its database connection) that run requests' synchronous code.
 PARLEY_TUNE_REQUEST_THREADS = envbool("PARLEY_TUNE_REQUEST_THREADS", "True")
 PARLEY_REQUEST_THREADS = envint("PARLEY_REQUEST_THREADS", 8)
-# Each process marks its runs alive this often; runs silent for STALE seconds are interrupted.
+# Each process marks its runs alive this often, and at the same beat interrupts the runs of
+# processes that died: at once when they ran on this host, else once silent for STALE seconds.
+# A run whose process died is so marked within INTERVAL (this host) or STALE + INTERVAL seconds.
 PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)
-PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 60.0)
+PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 30.0)
 PARLEY_MAX_INPUT_CHARS = envint("PARLEY_MAX_INPUT_CHARS", 32000)
 # A dataset's export check reports turns longer than this: most likely a pasted file or a
 # runaway answer.
@@ -189,8 +200,10 @@ PARLEY_GENERATE_TITLES = envbool("PARLEY_GENERATE_TITLES", "True")
 PARLEY_SIGNUP_ENABLED = envbool("PARLEY_SIGNUP_ENABLED", "True")
 # Runs a user may start per minute (REST API and WebSocket alike); 0 turns the limit off.
 PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
-# Processes serving Parley (for the safety check: more than one needs REDIS_URL).
+# Processes serving Parley: `serve`'s default for --workers (more than one needs REDIS_URL).
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
+# The nginx that `serve --workers N` runs in front of them; unset, nginx on PATH or in /usr/sbin.
+PARLEY_NGINX = os.getenv("PARLEY_NGINX", "")
 
 LOGGING = {
     "version": 1,
@@ -199,7 +212,21 @@ LOGGING = {
     "loggers": {"parley": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")}},
 }
 
+# Behind a proxy of its own (nginx, as `serve --workers` runs it), where daphne is reachable from
+# nowhere else: the client's address and scheme are the proxy's X-Forwarded-For and -Proto.
+# Never set where clients reach daphne directly, since they could then claim any of both.
+PARLEY_PROXY_HEADERS = envbool("PARLEY_PROXY_HEADERS", "False")
+if PARLEY_PROXY_HEADERS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 if not DEBUG:
     SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
     CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
+    # Django's own: redirect plain HTTP to HTTPS (health checks on loopback excepted), and tell
+    # browsers to use only HTTPS for this many seconds.
+    SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "False")
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "False")
+    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "False")
 WHITENOISE_USE_FINDERS = DEBUG

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Tags, register
+from django.core.checks import CheckMessage, Error, Tags, register, run_checks
+from django.test.utils import override_settings
+
+_rechecking = contextvars.ContextVar("rechecking", default=False)
 
 
 @register(Tags.security, deploy=False)
@@ -27,3 +31,19 @@ def check_production_settings(app_configs: Any = None, **kwargs: Any) -> list[Er
             )
         )
     return errors
+
+
+@register(Tags.security, deploy=True)
+def check_security_as_stock(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Django's security checks, run as if MIDDLEWARE were the stock classes that
+    PARLEY_TUNE_MIDDLEWARE subclasses: what they find then and not as configured."""
+    if settings.MIDDLEWARE == settings.STOCK_MIDDLEWARE or _rechecking.get():
+        return []
+    token = _rechecking.set(True)
+    try:
+        as_configured = run_checks(tags=[Tags.security], include_deployment_checks=True)
+        with override_settings(MIDDLEWARE=settings.STOCK_MIDDLEWARE):
+            as_stock = run_checks(tags=[Tags.security], include_deployment_checks=True)
+    finally:
+        _rechecking.reset(token)
+    return [message for message in as_stock if message not in as_configured]

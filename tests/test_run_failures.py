@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from django.utils import timezone
 
 from sessions_app import engine
 from sessions_app.engine import liveness
@@ -238,7 +239,7 @@ def test_runs_of_a_server_that_died_are_marked_interrupted(alice, agent, upstrea
     partial = run.content
     assert partial.startswith("tok0 ")
 
-    assert liveness.reap_stale_runs() == 1  # what `serve` does when it starts
+    assert len(liveness.reap_stale_runs()) == 1  # what a server does when it starts
 
     run.refresh_from_db()
     assert run.status == RunStatus.INTERRUPTED
@@ -247,7 +248,7 @@ def test_runs_of_a_server_that_died_are_marked_interrupted(alice, agent, upstrea
     assistant = Message.objects.get(run=run, role="assistant")
     assert assistant.content == partial
     # The session is usable again.
-    assert liveness.reap_stale_runs() == 0
+    assert liveness.reap_stale_runs() == []
 
 
 def test_a_live_process_elsewhere_keeps_its_run_until_it_goes_stale(alice, agent, settings):
@@ -268,11 +269,57 @@ def test_a_live_process_elsewhere_keeps_its_run_until_it_goes_stale(alice, agent
         worker="another-host:123:abc",
         heartbeat_at=timezone.now(),
     )
-    assert liveness.reap_stale_runs() == 0
+    assert liveness.reap_stale_runs() == []
     Run.objects.filter(pk=run.pk).update(
         heartbeat_at=timezone.now() - timedelta(seconds=settings.PARLEY_STALE_RUN_AFTER + 1)
     )
-    assert liveness.reap_stale_runs() == 1
+    assert len(liveness.reap_stale_runs()) == 1
+
+
+def a_pid_gone() -> int:
+    """The pid of a process of this host that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+async def test_a_watching_tab_sees_a_run_of_a_dead_process_interrupted_untouched(
+    alice, agent, settings
+):
+    from sessions_app.models import Session
+    from sessions_app.process import HOSTNAME
+    from tests.test_consumer import open_tab
+
+    settings.PARLEY_HEARTBEAT_INTERVAL = 0.2
+    session = await Session.objects.acreate(user=alice, agent=agent)
+    run = await Run.objects.acreate(
+        session=session,
+        user=alice,
+        agent=agent,
+        position=1,
+        status=RunStatus.RUNNING,
+        input="a long question",
+        content="the answer up to its last checkpoint",
+        worker=f"{HOSTNAME}:{a_pid_gone()}:0123abcd",
+        heartbeat_at=timezone.now(),
+    )
+    await Message.objects.acreate(run=run, session=session, order=0, role="user", content=run.input)
+    await Message.objects.acreate(run=run, session=session, order=1, role="assistant", content="")
+    tab = await open_tab(alice)
+    await tab.send(action="watch", session_id=str(session.session_id))
+    # Nobody sends, stops or reloads: this process's heartbeat finds the run's process gone.
+    frame = await tab.until(f'data-run-id="{run.run_id}" data-run-status="interrupted"')
+    assert "the answer up to its last checkpoint" in frame
+    # The page may send again: Send enabled, no Stop.
+    assert '<button type="submit" class="btn" data-testid="chat-send">' in frame
+    assert "chat-stop" not in frame
+    await run.arefresh_from_db()
+    assert run.status == RunStatus.INTERRUPTED
+    assert await stored_messages(run) == [
+        ("user", "a long question"),
+        ("assistant", "the answer up to its last checkpoint"),
+    ]
+    await tab.close()
 
 
 CONTINUE_IN_NEW_PROCESS = textwrap.dedent(

@@ -12,7 +12,8 @@ Adapters (the API, the chat socket, commands) import only what is named here.
 
 from sessions_app.engine.cancel import cancel_run
 from sessions_app.engine.errors import InputError, RunConflict
+from sessions_app.engine.liveness import ensure_heartbeat
 from sessions_app.engine.registry import RunHandle
 from sessions_app.engine.start import start_run
 
-__all__ = ["InputError", "RunConflict", "RunHandle", "cancel_run", "start_run"]
+__all__ = ["InputError", "RunConflict", "RunHandle", "cancel_run", "ensure_heartbeat", "start_run"]

@@ -24,5 +24,5 @@ async def cancel_run(user: User, run_id: Any) -> Run:
         await Run.objects.filter(pk=run.run_id, status__in=ACTIVE_STATUSES).aupdate(
             cancel_requested=True
         )
-        await database_sync_to_async(liveness.reap_stale_runs)(session_id=run.session_id)
+        await liveness.reap_and_announce(session_id=run.session_id)
     return await Run.objects.select_related("user").aget(pk=run.run_id)

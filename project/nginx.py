@@ -1,0 +1,71 @@
+"""nginx in front of `serve --workers N`: its configuration, filled in from the templates in
+deploy/nginx, and the command that runs it unprivileged, in the foreground, as a child of serve.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "deploy" / "nginx"
+# Debian's; /usr/sbin is often missing from an unprivileged user's PATH.
+SEARCH_PATH = "/usr/sbin:/usr/local/sbin:/usr/local/nginx/sbin"
+
+
+class NginxConfigError(ValueError):
+    pass
+
+
+def find_nginx(configured: str = "") -> str | None:
+    """The nginx configured (a path, or a name to look up), else the one on PATH or Debian's."""
+    return shutil.which(configured or "nginx", path=f"{os.environ.get('PATH', '')}:{SEARCH_PATH}")
+
+
+def address(host: str, port: int) -> str:
+    """host:port as nginx's `listen` and `server` take it, an IPv6 host in brackets."""
+    host = host.strip("[]")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclass
+class Proxy:
+    """nginx listening on `listen` (host:port), in front of the daphne processes at `workers`."""
+
+    listen: str
+    workers: list[str]
+    static_root: Path
+    var: Path  # where this nginx keeps its pid, temporary files and configuration
+
+    def write_config(self) -> Path:
+        """Both files filled in under `var`; the main one's path."""
+        servers = " ".join(f"server {worker};" for worker in self.workers)
+        site = render(
+            "parley.conf.template",
+            PARLEY_LISTEN=self.listen,
+            PARLEY_UPSTREAM_SERVERS=servers,
+            PARLEY_STATIC_ROOT=str(self.static_root).rstrip("/"),
+            PARLEY_NGINX_DIR=str(TEMPLATES),
+        )
+        main = render("nginx.conf.template", PARLEY_NGINX_VAR=str(self.var))
+        (self.var / "parley.conf").write_text(site)
+        (self.var / "nginx.conf").write_text(main)
+        return self.var / "nginx.conf"
+
+    def command(self, nginx: str, *options: str) -> list[str]:
+        """nginx on this configuration, in the foreground; `-t` among `options` only checks it."""
+        files = ["-p", str(self.var), "-c", str(self.var / "nginx.conf"), "-e", "stderr"]
+        return [nginx, *files, "-g", "daemon off;", *options]
+
+
+def render(template: str, **values: str) -> str:
+    """A template of deploy/nginx with its ${PARLEY_...} placeholders filled in; nginx's own
+    $variables are left alone. A placeholder without a value is an error, not an empty line."""
+    text = string.Template((TEMPLATES / template).read_text()).safe_substitute(values)
+    missing = string.Template(text).get_identifiers()
+    unfilled = sorted(name for name in missing if name.startswith("PARLEY_"))
+    if unfilled:
+        raise NginxConfigError(f"{template}: no value for {', '.join(unfilled)}")
+    return text

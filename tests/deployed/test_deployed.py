@@ -1,0 +1,290 @@
+"""Parley as deployed: two daphne processes behind nginx, on PostgreSQL and Redis.
+
+A browser or client pointed at one worker's own port reaches that process only; the deployment's
+own URL is nginx's, which shares requests between them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from django.conf import settings
+from playwright.sync_api import Browser, Page, expect
+
+from sessions_app.models import Message, Run, RunStatus, User
+from testkit.upstream import Reply, ScriptedUpstream
+from tests.apiclient import bearer
+from tests.deployed.conftest import Deployment, log_in, pid_of_run
+from tests.deployed.streams import StreamedRun, wait_until
+from tests.e2e.conftest import ACTION_TIMEOUT_MS
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]
+
+ANSWER = "[data-testid=assistant-message]"
+# Every text the page's streaming answers showed, in order, per element id.
+RECORD_STREAMED_TEXT = """
+window.streamed = {};
+new MutationObserver(() => {
+  for (const el of document.querySelectorAll(".stream-text")) {
+    const seen = (window.streamed[el.id] ||= []);
+    if (seen[seen.length - 1] !== el.textContent) seen.push(el.textContent);
+  }
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def answer_of(tokens: int) -> str:
+    return "".join(f"tok{i} " for i in range(tokens))
+
+
+@pytest.fixture
+def open_page(deployment: Deployment, browser: Browser) -> Iterator:
+    """open_page(base_url, user) -> a page logged in on that server, recording streamed text.
+    (The deployment first: without it, the package skips before a browser is started.)"""
+    contexts = []
+
+    def open_page(base_url: str, user: str) -> Page:
+        context = browser.new_context(base_url=base_url)
+        context.set_default_timeout(ACTION_TIMEOUT_MS)
+        context.add_init_script(RECORD_STREAMED_TEXT)
+        contexts.append(context)
+        page = context.new_page()
+        log_in(page, user, f"{user}-pass-123")
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def watch(page: Page, session_id: str) -> None:
+    page.goto(f"/s/{session_id}/")
+    # Send is enabled once the page's socket is open and watching the session.
+    expect(page.get_by_test_id("chat-send")).to_be_enabled()
+
+
+def send(page: Page, text: str) -> None:
+    expect(page.get_by_test_id("chat-send")).to_be_enabled()
+    page.get_by_test_id("chat-input").fill(text)
+    page.get_by_test_id("chat-input").press("Enter")
+
+
+def new_session(base_url: str, user: User) -> str:
+    response = httpx.post(f"{base_url}/api/sessions", json={}, headers=bearer(user))
+    assert response.status_code == 201, response.text
+    return response.json()["session_id"]
+
+
+def streamed_texts(page: Page, run_id: str) -> list[str]:
+    return page.evaluate("window.streamed")[f"run-{run_id}-text"]
+
+
+def assert_shown_without_gaps_or_repeats(texts: list[str], answer: str) -> None:
+    """Each text the page showed while streaming was the answer's beginning, and it grew."""
+    assert texts, "the page never showed the answer streaming"
+    assert all(answer.startswith(text) for text in texts), texts
+    assert [len(t) for t in texts] == sorted(len(t) for t in texts), texts
+    assert any(0 < len(text) < len(answer) for text in texts), "never shown partly"
+
+
+def test_pages_the_api_and_static_files_answer_through_nginx(deployed: Deployment, alice: User):
+    with httpx.Client(base_url=deployed.url) as client:
+        login = client.get("/accounts/login/")
+        assert login.status_code == 200
+        assert login.headers["server"].startswith("nginx")
+        assert 'name="csrfmiddlewaretoken"' in login.text
+        stylesheet = re.search(r'href="(/static/[^"]+\.css)"', login.text)
+        assert stylesheet is not None, login.text
+        css = client.get(stylesheet.group(1))
+        assert css.status_code == 200
+        assert css.headers["content-type"] == "text/css"
+        # nginx's own answer from STATIC_ROOT (WhiteNoise, in daphne, would say max-age=60).
+        assert css.headers["cache-control"] == "max-age=3600"
+        agents = client.get("/api/agents", headers=bearer(alice))
+        assert agents.status_code == 200
+        assert [agent["name"] for agent in agents.json()["data"]] == ["Assistant"]
+        assert client.get("/healthz").json() == {"db": "ok", "channel_layer": "ok", "llm": "ok"}
+        assert client.get("/api/agents").status_code == 401
+
+
+def test_django_sees_the_scheme_a_proxy_on_loopback_reports(deployed: Deployment):
+    """Behind a TLS proxy on this machine, a request is HTTPS to Django: here, its CSRF check
+    then wants a Referer of this site, as it does of HTTPS requests only."""
+    with httpx.Client(base_url=deployed.url) as client:
+        form = client.get("/accounts/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
+        assert token is not None
+        data = {"csrfmiddlewaretoken": token.group(1), "username": "nobody", "password": "x"}
+        # Plain HTTP: the CSRF check passes, and the form refuses the unknown user.
+        assert client.post("/accounts/login/", data=data).status_code == 200
+        https = {"X-Forwarded-Proto": "https"}
+        assert client.post("/accounts/login/", data=data, headers=https).status_code == 403
+        referred = {**https, "Referer": f"https://{deployed.url.removeprefix('http://')}/"}
+        assert client.post("/accounts/login/", data=data, headers=referred).status_code == 200
+
+
+def test_a_chat_through_nginx_streams_over_its_websocket(
+    open_page, deployed: Deployment, alice: User, upstream: ScriptedUpstream
+):
+    upstream.script(Reply(tokens=30, delay=0.05))
+    page = open_page(deployed.url, "alice")
+    send(page, "Count for me")
+    answer = page.locator(ANSWER)
+    expect(answer).to_contain_text("tok3")
+    expect(answer).to_have_attribute("data-run-status", "completed")
+    expect(answer.locator(".bubble")).to_have_text(answer_of(30).strip())
+
+
+def test_a_page_on_one_process_follows_a_run_started_through_the_other(
+    open_page, deployed: Deployment, alice: User, upstream: ScriptedUpstream
+):
+    here, there = deployed.worker_urls()
+    upstream.script(Reply(tokens=80, delay=0.05))
+    session_id = new_session(there, alice)
+    page = open_page(here, "alice")
+    watch(page, session_id)
+
+    run = StreamedRun(there, bearer(alice), input="Count to eighty", session_id=session_id)
+    answer = page.locator(ANSWER)
+    expect(answer).to_have_attribute("data-run-id", run.run_id)
+    expect(answer).to_contain_text("tok3")
+    expect(answer).to_have_attribute("data-run-status", "completed")
+    run.join()
+    assert run.kinds()[-1] == "RunCompleted"
+    expected = answer_of(80)
+    assert run.content() == expected
+    expect(answer.locator(".bubble")).to_have_text(expected.strip())
+    assert_shown_without_gaps_or_repeats(streamed_texts(page, run.run_id), expected)
+
+
+def test_a_reload_landing_on_the_other_process_resumes_the_answer(
+    open_page, deployed: Deployment, alice: User, upstream: ScriptedUpstream
+):
+    first, second = deployed.worker_urls()
+    upstream.script(Reply(tokens=80, delay=0.05))
+    page = open_page(first, "alice")
+    send(page, "Take your time")
+    answer = page.locator(ANSWER)
+    expect(answer).to_contain_text("tok5")
+    assert answer.get_attribute("data-run-status") == "running"
+    run_id = answer.get_attribute("data-run-id")
+    # The same page again, served this time by the process that is not streaming the answer.
+    page.goto(second + page.url.removeprefix(first))
+    answer = page.locator(ANSWER)
+    expect(answer).to_have_attribute("data-run-status", "completed")
+    expected = answer_of(80)
+    expect(answer.locator(".bubble")).to_have_text(expected.strip())
+    assert_shown_without_gaps_or_repeats(streamed_texts(page, run_id), expected)
+    assert Run.objects.get(pk=run_id).content == expected
+
+
+def test_a_run_is_stopped_from_the_other_process(
+    deployed: Deployment, alice: User, upstream: ScriptedUpstream
+):
+    streaming, other = deployed.worker_urls()
+    upstream.script(Reply(tokens=400, delay=0.05))
+    run = StreamedRun(streaming, bearer(alice), input="Talk for a long time")
+    run.wait_for(3)
+    cancel = httpx.post(f"{other}/api/runs/{run.run_id}/cancel", headers=bearer(alice))
+    assert cancel.status_code == 200, cancel.text
+    run.join()
+    assert run.kinds()[-1] == "RunCancelled"
+    stopped = run.events[-1][1]["content"]
+    assert stopped.startswith("tok0 tok1 tok2 ") and stopped != answer_of(400)
+    stored = httpx.get(f"{other}/api/runs/{run.run_id}", headers=bearer(alice)).json()
+    assert (stored["status"], stored["content"]) == ("CANCELLED", stopped)
+
+
+def test_one_run_at_a_time_per_session_across_processes(
+    deployed: Deployment, alice: User, upstream: ScriptedUpstream
+):
+    one, other = deployed.worker_urls()
+    upstream.script(Reply(tokens=400, delay=0.05))
+    first = StreamedRun(one, bearer(alice), input="a long answer")
+    first.wait_for(1)
+    second = httpx.post(
+        f"{other}/api/runs",
+        json={"input": "and another", "session_id": first.session_id},
+        headers=bearer(alice),
+    )
+    assert second.status_code == 409
+    assert second.json() == {"detail": "A run is already in progress in this session."}
+    httpx.post(f"{one}/api/runs/{first.run_id}/cancel", headers=bearer(alice))
+    first.join()
+    third = httpx.post(
+        f"{other}/api/runs",
+        json={"input": "now then", "session_id": first.session_id},
+        headers=bearer(alice),
+        timeout=30,
+    )
+    assert third.status_code == 200, third.text
+    assert (third.json()["status"], third.json()["content"]) == ("COMPLETED", "Echo: now then")
+
+
+def test_server_sent_events_pass_through_nginx_as_they_come(
+    deployed: Deployment, alice: User, upstream: ScriptedUpstream
+):
+    # One piece, then the model says nothing more (the run would time out after LLM_READ_TIMEOUT):
+    # a proxy buffering the response would pass the first events on only with the last.
+    upstream.script(Reply(tokens=2, delay=600))
+    run = StreamedRun(deployed.url, bearer(alice), input="one word, then think hard")
+    run.wait_for(1)
+    assert run.content() == "tok0 "
+    assert upstream.active_streams == 1, "the model's stream had ended"
+    assert run.kinds() == ["RunStarted", "RunContent"]
+    assert run.response_headers is not None
+    assert run.response_headers["content-type"].startswith("text/event-stream")
+    httpx.post(f"{deployed.url}/api/runs/{run.run_id}/cancel", headers=bearer(alice))
+    run.join()
+    assert run.kinds() == ["RunStarted", "RunContent", "RunCancelled"]
+    assert [data["seq"] for _, data in run.events] == [1, 2, 3]
+
+
+def test_a_worker_killed_mid_answer_leaves_an_interrupted_run_and_a_usable_session(
+    open_page, deployed: Deployment, alice: User, upstream: ScriptedUpstream
+):
+    doomed, survivor = deployed.worker_urls()
+    upstream.script(Reply(tokens=2000, delay=0.05))
+    session_id = new_session(survivor, alice)
+    page = open_page(survivor, "alice")
+    watch(page, session_id)
+    run = StreamedRun(doomed, bearer(alice), input="Tell me everything", session_id=session_id)
+    answer = page.locator(ANSWER)
+    expect(answer).to_contain_text("tok5")
+    wait_until(lambda: Run.objects.get(pk=run.run_id).content, "a checkpoint")
+    os.kill(pid_of_run(run.run_id), signal.SIGKILL)
+
+    # Nobody sends, stops or reloads: a live process notices, and the page is told.
+    bound = settings.PARLEY_HEARTBEAT_INTERVAL + settings.PARLEY_STALE_RUN_AFTER
+    expect(answer).to_have_attribute("data-run-status", "interrupted", timeout=bound * 1000)
+    stored = Run.objects.get(pk=run.run_id)
+    assert stored.status == RunStatus.INTERRUPTED
+    assert stored.error == "The server stopped before this answer finished."
+    kept = stored.content
+    assert kept and answer_of(2000).startswith(kept)
+    assert [(m.role, m.content) for m in Message.objects.filter(run=stored).order_by("order")] == [
+        ("user", "Tell me everything"),
+        ("assistant", kept),
+    ]
+    expect(answer.locator(".bubble")).to_have_text(kept.strip())
+    run.join()
+    assert run.error is not None, "the killed process's stream ended cleanly"
+
+    # The session goes on, and serve has started the killed worker again.
+    send(page, "Are you still there?")
+    expect(page.locator(ANSWER).nth(1)).to_have_attribute("data-run-status", "completed")
+    expect(page.locator(ANSWER).nth(1)).to_have_text(re.compile("Echo: Are you still there"))
+    wait_until(lambda: "(killed by SIGKILL); starting it again." in deployed.output(), "restart")
+    wait_until(lambda: _answers(f"{doomed}/healthz"), "the restarted worker")
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,105 @@
+"""`serve --workers 2` stops everything it started: on Ctrl-C (SIGINT), on SIGTERM, and when it
+is killed outright (its children get SIGTERM from the kernel then)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.deployed.conftest import MANAGE, launch, stop
+from tests.deployed.streams import wait_until
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid`, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def prefix_of(pid: int) -> list[str]:
+    """The directory an nginx process was started with (`-p`), if `pid` is one."""
+    try:  # nginx rewrites its command line as one string: "nginx: master process … -p DIR …"
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().replace("\0", " ").split()
+    except OSError:
+        return []
+    return [args[args.index("-p") + 1]] if args[:1] == ["nginx:"] and "-p" in args else []
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def listening(url: str) -> bool:
+    host, _, port = url.removeprefix("http://").partition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name
+)
+def test_serve_stops_everything_it_started(serve_environment, tmp_path, signum):
+    deployment = launch(serve_environment, tmp_path / "serve.log")
+    started = descendants(deployment.process.pid)
+    # nginx's directory, which a serve that is killed leaves behind.
+    prefixes = [arg for pid in started for arg in prefix_of(pid)]
+    try:
+        # Two daphne workers, nginx's master process and its workers.
+        assert len(started) >= 4, started
+        deployment.process.send_signal(signum)
+        code = deployment.process.wait(timeout=60)
+        wait_until(lambda: not any(map(running, started)), "every process serve started gone")
+        if signum != signal.SIGKILL:
+            assert code == 0, deployment.tail()
+        assert not any(map(listening, [deployment.url, *deployment.worker_urls()]))
+    finally:
+        stop(deployment.process)
+        for pid in filter(running, started):  # left behind: this test's failure, not the next's
+            os.kill(pid, signal.SIGKILL)
+        for prefix in prefixes:
+            shutil.rmtree(prefix, ignore_errors=True)
+
+
+def test_serve_exits_1_when_nginx_cannot_listen(serve_environment):
+    """A failure an operator must see: serve stops its workers and exits non-zero, so that a
+    service manager restarts it or reports it."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        served = subprocess.run(
+            [*MANAGE, "serve", "--workers", "2", "--host", "127.0.0.1", "--port", port],
+            cwd=ROOT,
+            env=serve_environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert served.returncode == 1
+    assert "Address already in use" in served.stderr
+    assert "nginx exited (code 1); stopping." in served.stdout
+    assert "CommandError: Parley stopped: a process it runs failed" in served.stderr
