@@ -7,16 +7,22 @@ SQLITE_READONLY under `PRAGMA query_only`; both are set on the connection that w
 
 from __future__ import annotations
 
+import asyncio
 import html
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import DatabaseError, connection
 
+from sessions_app import engine
+from sessions_app.engine import liveness, store
 from sessions_app.engine.dbthread import in_db_thread
-from sessions_app.models import Message, Run, Session
+from sessions_app.engine.errors import UNSAVED
+from sessions_app.models import Message, Run, RunStatus, Session
+from testkit.upstream import Reply
 from tests.apiclient import asgi_client
 from tests.test_consumer import open_tab
+from tests.waiting import until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -45,13 +51,13 @@ def _free_the_disk() -> None:
     _pragma("PRAGMA max_page_count = 1073741823")
 
 
+def _read_only(on: bool) -> None:
+    _pragma(f"PRAGMA query_only = {'ON' if on else 'OFF'}")
+
+
 FAULTS = {
     "disk full": (_fill_the_disk, _free_the_disk, "full"),
-    "read-only": (
-        lambda: _pragma("PRAGMA query_only = ON"),
-        lambda: _pragma("PRAGMA query_only = OFF"),
-        "read-only",
-    ),
+    "read-only": (lambda: _read_only(True), lambda: _read_only(False), "read-only"),
 }
 
 
@@ -107,3 +113,57 @@ async def test_a_message_the_database_cannot_store_is_refused_visibly_in_the_cha
     await tab.until('data-run-status="completed"')
     assert await counts() == (1, 1, 2)
     await tab.close()
+
+
+async def test_an_answer_ending_while_the_database_refuses_writes_is_saved_once_it_takes_them(
+    alice, agent, upstream, settings
+):
+    settings.PARLEY_CHECKPOINT_INTERVAL = 0.1
+    upstream.script(Reply(tokens=30, delay=0.02))
+    handle = await engine.start_run(alice, "count")
+    await until(lambda: "tok3 " in handle.stream.content_so_far(), "a piece of the answer")
+    await in_db_thread(_read_only)(True)
+    try:
+        # The answer streams to its end; its saves are refused meanwhile.
+        await until(lambda: "tok29 " in handle.stream.content_so_far(), "the whole answer")
+        await asyncio.sleep(0.5)
+        assert not handle.task.done()
+    finally:
+        await in_db_thread(_read_only)(False)
+    run = await handle.wait()
+    expected = "".join(f"tok{i} " for i in range(30))
+    assert (run.status, run.content) == (RunStatus.COMPLETED, expected)
+    stored = [(m.role, m.content) async for m in Message.objects.filter(run=run).order_by("order")]
+    assert stored == [("user", "count"), ("assistant", expected)]
+    assert handle.stream.events[-1]["event"] == "RunCompleted"
+
+
+async def test_an_answer_the_database_never_takes_ends_its_stream_and_is_interrupted_later(
+    alice, agent, upstream, settings, monkeypatch
+):
+    settings.PARLEY_CHECKPOINT_INTERVAL = 0.1
+    monkeypatch.setattr(store, "FINISH_PATIENCE", 0.5)
+    upstream.script(Reply(tokens=30, delay=0.02))
+    handle = await engine.start_run(alice, "count")
+
+    async def checkpointed() -> bool:
+        return "tok3 " in (await Run.objects.aget(pk=handle.run_id)).content
+
+    await until(checkpointed, "a checkpoint of the partial answer")
+    await in_db_thread(_read_only)(True)
+    try:
+        with pytest.raises(DatabaseError):
+            await handle.wait()
+    finally:
+        await in_db_thread(_read_only)(False)
+    last = handle.stream.events[-1]
+    assert (last["event"], last["status"], last["error"]) == ("RunError", "INTERRUPTED", UNSAVED)
+    assert last["content"] == "".join(f"tok{i} " for i in range(30))
+    # Kept as last saved, and marked interrupted like the runs of a process that died.
+    run = await Run.objects.aget(pk=handle.run_id)
+    assert run.status == RunStatus.RUNNING and run.content.startswith("tok0 tok1 tok2 tok3 ")
+    assert await sync_to_async(liveness.reap_stale_runs)() == 1
+    await run.arefresh_from_db()
+    assert run.status == RunStatus.INTERRUPTED
+    answer = await Message.objects.aget(run=run, role="assistant")
+    assert answer.content == run.content

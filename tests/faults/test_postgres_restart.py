@@ -1,0 +1,99 @@
+"""PostgreSQL restarted under a running Parley: what comes after works, the answer across it is
+kept. A private cluster, so the machine's own server is left alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from testkit.parley import ParleyProcess
+from testkit.services import PrivatePostgres
+from testkit.upstream import Reply, ScriptedUpstream
+from tests.faults.conftest import api_client, parley_env, prepare, sse_events
+
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(
+        bool(PrivatePostgres.unavailable()), reason=str(PrivatePostgres.unavailable())
+    ),
+]
+
+TOKENS = 60
+
+
+@pytest.fixture
+def postgres() -> Iterator[PrivatePostgres]:
+    with PrivatePostgres() as server:
+        yield server
+
+
+@pytest.fixture
+def parley(postgres: PrivatePostgres, upstream_server: ScriptedUpstream) -> ParleyProcess:
+    upstream_server.reset(counters=True)
+    env = parley_env(
+        upstream_server,
+        DATABASE_URL=postgres.create_database("parley"),
+        PARLEY_CHECKPOINT_INTERVAL="0.2",
+    )
+    return ParleyProcess(env)
+
+
+def test_after_a_restart_of_postgresql_requests_succeed_and_the_answer_across_it_is_kept(
+    postgres, parley, upstream_server
+):
+    api = api_client(parley, prepare(parley))
+    with parley:
+        first = api.post("/api/runs", json={"input": "before"})
+        assert first.status_code == 200, first.text
+        session_id = first.json()["session_id"]
+        # Every request thread has its connection open.
+        assert all(api.get("/api/sessions").status_code == 200 for _ in range(20))
+
+        upstream_server.script(Reply(tokens=TOKENS, delay=0.05))
+        body = {"input": "across", "session_id": session_id, "stream": True}
+        with api.stream("POST", "/api/runs", json=body) as response:
+            events = sse_events(response.iter_lines())
+            seen = []
+            for kind, data in events:
+                seen.append((kind, data))
+                if kind == "RunContent" and "tok3 " in data["content"]:
+                    break
+            postgres.restart()  # mid-answer: every connection Parley holds is cut
+            seen += list(events)
+        run_id = seen[0][1]["run_id"]
+        expected = "".join(f"tok{i} " for i in range(TOKENS))
+        assert seen[-1][0] == "RunCompleted", seen[-1]
+        assert seen[-1][1]["content"] == expected
+
+        # Nothing that comes after the restart fails.
+        for _ in range(10):
+            for path in ("/api/sessions", f"/api/runs/{run_id}", "/healthz"):
+                answer = api.get(path)
+                assert answer.status_code == 200, (path, answer.text)
+        run = api.get(f"/api/runs/{run_id}").json()
+        assert (run["status"], run["content"]) == ("COMPLETED", expected)
+        again = api.post("/api/runs", json={"input": "after", "session_id": session_id})
+        assert again.status_code == 200, again.text
+        assert again.json()["content"] == "Echo: after"
+        messages = api.get(f"/api/sessions/{session_id}/messages").json()["data"]
+        assert [(m["role"], m["content"]) for m in messages] == [
+            ("user", "before"),
+            ("assistant", "Echo: before"),
+            ("user", "across"),
+            ("assistant", expected),
+            ("user", "after"),
+            ("assistant", "Echo: after"),
+        ]
+
+
+def test_after_a_restart_of_postgresql_while_idle_the_next_run_starts(postgres, parley):
+    api = api_client(parley, prepare(parley))
+    with parley:
+        first = api.post("/api/runs", json={"input": "before"})
+        assert first.status_code == 200, first.text
+        session_id = first.json()["session_id"]
+        postgres.restart()  # nothing in flight: the connections Parley keeps are cut, unused
+        again = api.post("/api/runs", json={"input": "after", "session_id": session_id})
+        assert again.status_code == 200, again.text
+        assert (again.json()["status"], again.json()["content"]) == ("COMPLETED", "Echo: after")
