@@ -32,6 +32,11 @@ STATUS_OF = {"RunCompleted": "COMPLETED", "RunCancelled": "CANCELLED"}
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    # No channel of its own on the channel layer: events come through `events.subscribe`. With
+    # one, a Redis restart would end every socket (channels closes it, 1011, when that channel's
+    # receive fails). An alias that names no configured layer gives the consumer none.
+    channel_layer_alias = "none"
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.turn = asyncio.Lock()  # one frame or event at a time

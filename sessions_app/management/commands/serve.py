@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from project.layers import redis_problem
 from project.listening import daphne_endpoint
 from sessions_app.engine.liveness import reap_stale_runs
 from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
@@ -21,6 +22,10 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.getenv("PORT", "8000")))
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+        # Without its Redis the chat's events cannot flow: say so now, not by hanging later.
+        problem = redis_problem(settings.REDIS_URL) if settings.REDIS_URL else None
+        if problem:
+            raise CommandError(problem)
         model: EmbeddedModel | None = None
         if not settings.LLM_BASE_URL:
             self.stdout.write("Starting the embedded model (SmolLM2-135M-Instruct, llama.cpp)…")
