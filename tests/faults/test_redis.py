@@ -4,26 +4,33 @@ Parley. A private redis-server, so the machine's own is left alone."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import json
 import re
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+import redis
+from channels.layers import get_channel_layer
 from websockets.asyncio.client import ClientConnection, connect
 
+from project import layers
+from sessions_app import events
+from sessions_app.events.bridge import group_name
 from testkit.parley import ParleyProcess
 from testkit.services import PrivateRedis, free_port
 from testkit.upstream import Reply, ScriptedUpstream
 from tests.faults.conftest import PASSWORD, api_client, parley_env, prepare
+from tests.waiting import until
 
-pytestmark = [
-    pytest.mark.process,
-    pytest.mark.skipif(bool(PrivateRedis.unavailable()), reason=str(PrivateRedis.unavailable())),
-]
+pytestmark = pytest.mark.skipif(
+    bool(PrivateRedis.unavailable()), reason=str(PrivateRedis.unavailable())
+)
 
 TOKENS = 60
 
@@ -43,6 +50,7 @@ def sqlite_env(upstream: ScriptedUpstream, folder: Path, redis_url: str) -> dict
     )
 
 
+@pytest.mark.process
 def test_serve_refuses_to_start_without_its_redis_and_names_redis_url(upstream_server, tmp_path):
     url = f"redis://:secret@127.0.0.1:{free_port()}/3"  # nothing listens there
     parley = ParleyProcess(sqlite_env(upstream_server, tmp_path, url))
@@ -107,6 +115,7 @@ class ChatTab:
         return text
 
 
+@pytest.mark.process
 def test_healthz_says_the_channel_layer_is_down_while_redis_is(
     upstream_server, tmp_path, redis_server
 ):
@@ -123,6 +132,7 @@ def test_healthz_says_the_channel_layer_is_down_while_redis_is(
         assert (up.status_code, up.json()["channel_layer"]) == (200, "ok")
 
 
+@pytest.mark.process
 async def test_a_redis_restart_mid_answer_loses_no_run_and_the_chat_keeps_working(
     upstream_server, tmp_path, redis_server
 ):
@@ -153,3 +163,39 @@ async def test_a_redis_restart_mid_answer_loses_no_run_and_the_chat_keeps_workin
         assert "Echo: and now?" in page
         await tab.socket.close()
         await second.socket.close()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_after_a_redis_restart_a_process_hears_the_sessions_it_watches_again(
+    redis_server, settings
+):
+    """Another process's events reach this one through the session's group, which a Redis
+    restarted empty has forgotten."""
+    settings.CHANNEL_LAYERS = {"default": layers.redis_layer(redis_server.url())}
+    layer = get_channel_layer()
+    session_id = str(uuid.uuid4())
+    heard: list[dict] = []
+
+    async def watch() -> None:
+        async for event in events.subscribe(session_id):
+            heard.append(event)
+
+    def from_elsewhere(nonce: str) -> dict:
+        event = {"event": "SessionRenamed", "session_id": session_id, "nonce": nonce}
+        return {"type": "event", "event": event, "origin": "another-host:1:abc"}
+
+    async def heard_from_elsewhere(nonce: str) -> bool:
+        if not any(e.get("nonce") == nonce for e in heard):
+            with contextlib.suppress(redis.RedisError, OSError):  # Redis is starting again
+                await layer.group_send(group_name(session_id), from_elsewhere(nonce))
+            await asyncio.sleep(0.2)
+        return any(e.get("nonce") == nonce for e in heard)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        await until(lambda: heard, "the session's snapshot")
+        await until(lambda: heard_from_elsewhere("before"), "an event from elsewhere")
+        redis_server.restart()
+        await until(lambda: heard_from_elsewhere("after"), "an event from elsewhere, after")
+    finally:
+        watcher.cancel()
