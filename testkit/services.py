@@ -143,9 +143,10 @@ class PrivatePostgres:
         return self.url(name)
 
     def set_read_only(self, read_only: bool) -> None:
-        """Every transaction read-only from now on (open connections included), or no more."""
+        """Every transaction read-only from now on, or no more. The server restarts: a reload
+        reaches each open connection only when it next notices, so some would write a while."""
         self.sql(f"ALTER SYSTEM SET default_transaction_read_only = {'on' if read_only else 'off'}")
-        self.sql("SELECT pg_reload_conf()")
+        self.restart()
 
 
 def _version(path: str) -> tuple[int, ...]:

@@ -1,5 +1,6 @@
-"""PostgreSQL restarted under a running Parley: what comes after works, the answer across it is
-kept. A private cluster, so the machine's own server is left alone."""
+"""PostgreSQL restarted or made read-only under a running Parley: what comes after works, the
+answer across a restart is kept, a message it cannot store is refused clearly. A private
+cluster, so the machine's own server is left alone."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from sessions_app.services.outage import READ_ONLY
 from testkit.parley import ParleyProcess
 from testkit.services import PrivatePostgres
 from testkit.upstream import Reply, ScriptedUpstream
@@ -97,3 +99,28 @@ def test_after_a_restart_of_postgresql_while_idle_the_next_run_starts(postgres, 
         again = api.post("/api/runs", json={"input": "after", "session_id": session_id})
         assert again.status_code == 200, again.text
         assert (again.json()["status"], again.json()["content"]) == ("COMPLETED", "Echo: after")
+
+
+def test_a_read_only_postgresql_refuses_a_new_message_with_503_and_stores_nothing(postgres, parley):
+    api = api_client(parley, prepare(parley))
+    with parley:
+        first = api.post("/api/runs", json={"input": "before"})
+        assert first.status_code == 200, first.text
+        session_id = first.json()["session_id"]
+        postgres.set_read_only(True)  # as after a failover to a replica
+        try:
+            for body in ({"input": "new chat"}, {"input": "more", "session_id": session_id}):
+                refused = api.post("/api/runs", json=body)
+                assert refused.status_code == 503, refused.text
+                assert refused.json()["detail"] == READ_ONLY
+            # Reading goes on.
+            assert api.get("/api/sessions").json()["meta"]["total_count"] == 1
+            assert len(api.get(f"/api/sessions/{session_id}/runs").json()["data"]) == 1
+        finally:
+            postgres.set_read_only(False)
+        again = api.post("/api/runs", json={"input": "after", "session_id": session_id})
+        assert again.status_code == 200, again.text
+        assert [r["input"] for r in api.get(f"/api/sessions/{session_id}/runs").json()["data"]] == [
+            "before",
+            "after",
+        ]
