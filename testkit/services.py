@@ -138,8 +138,9 @@ class PrivatePostgres:
         with psycopg.connect(self.url(database), autocommit=True) as conn:
             conn.execute(statement)
 
-    def create_database(self, name: str) -> str:
-        self.sql(f'CREATE DATABASE "{name}"')
+    def create_database(self, name: str, template: str = "template1") -> str:
+        """A new database, a copy of `template` (which no one may be connected to)."""
+        self.sql(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
         return self.url(name)
 
     def set_read_only(self, read_only: bool) -> None:

@@ -27,15 +27,18 @@ def parley_env(upstream: ScriptedUpstream, **settings: str) -> dict[str, str]:
     return env
 
 
+# Run by `manage.py shell`: the user alice and a token of hers, printed.
+CREATE_ALICE = f"""
+from sessions_app.models import User
+from sessions_app.services.tokens import create_token
+print(create_token(User.objects.create_user("alice", password="{PASSWORD}"))[1])
+"""
+
+
 def prepare(parley: ParleyProcess) -> dict[str, str]:
     """Its database migrated, with the user alice; headers that authenticate her."""
     parley.manage("migrate", "--noinput", "--verbosity", "0")
-    create = (
-        "from sessions_app.models import User; "
-        f"User.objects.create_user('alice', password='{PASSWORD}')"
-    )
-    parley.manage("shell", "-c", create)
-    token = parley.manage("create_api_token", "alice").strip().splitlines()[-1]
+    token = parley.manage("shell", "-c", CREATE_ALICE).strip().splitlines()[-1]
     return {"Authorization": f"Bearer {token}"}
 
 

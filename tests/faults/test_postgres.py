@@ -24,27 +24,41 @@ pytestmark = [
 TOKENS = 60
 
 
-@pytest.fixture
-def postgres() -> Iterator[PrivatePostgres]:
+@pytest.fixture(scope="module")
+def cluster(upstream_server: ScriptedUpstream) -> Iterator[tuple[PrivatePostgres, dict]]:
+    """One private cluster for these tests, with a database migrated once, for each to copy;
+    and the headers of its user."""
     with PrivatePostgres() as server:
-        yield server
+        migrated = ParleyProcess(parley_env(upstream_server, DATABASE_URL=server.url("migrated")))
+        server.create_database("migrated")
+        yield server, prepare(migrated)
 
 
 @pytest.fixture
-def parley(postgres: PrivatePostgres, upstream_server: ScriptedUpstream) -> ParleyProcess:
+def postgres(cluster: tuple[PrivatePostgres, dict]) -> PrivatePostgres:
+    return cluster[0]
+
+
+@pytest.fixture
+def headers(cluster: tuple[PrivatePostgres, dict]) -> dict[str, str]:
+    return cluster[1]
+
+
+@pytest.fixture
+def parley(postgres: PrivatePostgres, upstream_server: ScriptedUpstream, request) -> ParleyProcess:
     upstream_server.reset(counters=True)
     env = parley_env(
         upstream_server,
-        DATABASE_URL=postgres.create_database("parley"),
+        DATABASE_URL=postgres.create_database(request.node.name[:60], template="migrated"),
         PARLEY_CHECKPOINT_INTERVAL="0.2",
     )
     return ParleyProcess(env)
 
 
 def test_after_a_restart_of_postgresql_requests_succeed_and_the_answer_across_it_is_kept(
-    postgres, parley, upstream_server
+    postgres, parley, headers, upstream_server
 ):
-    api = api_client(parley, prepare(parley))
+    api = api_client(parley, headers)
     with parley:
         first = api.post("/api/runs", json={"input": "before"})
         assert first.status_code == 200, first.text
@@ -89,8 +103,8 @@ def test_after_a_restart_of_postgresql_requests_succeed_and_the_answer_across_it
         ]
 
 
-def test_after_a_restart_of_postgresql_while_idle_the_next_run_starts(postgres, parley):
-    api = api_client(parley, prepare(parley))
+def test_after_a_restart_of_postgresql_while_idle_the_next_run_starts(postgres, parley, headers):
+    api = api_client(parley, headers)
     with parley:
         first = api.post("/api/runs", json={"input": "before"})
         assert first.status_code == 200, first.text
@@ -101,8 +115,10 @@ def test_after_a_restart_of_postgresql_while_idle_the_next_run_starts(postgres, 
         assert (again.json()["status"], again.json()["content"]) == ("COMPLETED", "Echo: after")
 
 
-def test_a_read_only_postgresql_refuses_a_new_message_with_503_and_stores_nothing(postgres, parley):
-    api = api_client(parley, prepare(parley))
+def test_a_read_only_postgresql_refuses_a_new_message_with_503_and_stores_nothing(
+    postgres, parley, headers
+):
+    api = api_client(parley, headers)
     with parley:
         first = api.post("/api/runs", json={"input": "before"})
         assert first.status_code == 200, first.text
