@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
+import redis
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
 from redis.asyncio import BlockingConnectionPool
 
@@ -24,6 +26,22 @@ def redis_layer(url: str) -> dict[str, Any]:
             "expiry": 30,
         },
     }
+
+
+def redis_problem(url: str, timeout: float = 5.0) -> str | None:
+    """Why the Redis at `url` cannot carry the channel layer (it does not answer a PING within
+    `timeout` seconds), for an operator to read; None when it answers."""
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout).ping()
+    except (redis.RedisError, OSError) as exc:
+        parts = urlsplit(url)
+        where = f"{parts.hostname}:{parts.port or 6379}" if parts.hostname else ""
+        shown = parts._replace(netloc=where).geturl()  # without its password
+        return (
+            f"REDIS_URL ({shown}) did not answer: {exc}. Start Redis there, or unset REDIS_URL "
+            "to serve one process with the in-memory channel layer."
+        )
+    return None
 
 
 class RedisChannelLayer(_RedisChannelLayer):

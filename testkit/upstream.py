@@ -65,6 +65,7 @@ class Reply:
     delay: float = 0.0  # seconds between later deltas
     status: int = 200  # non-200: OpenAI-style JSON error body instead of an answer
     error_message: str = "scripted upstream error"
+    headers: dict[str, str] | None = None  # extra headers of an error answer (Retry-After)
     cut_after: int | None = None  # stream: close the socket after this many deltas, no [DONE]
     error_after: int | None = None  # stream: after this many deltas an error event, then the end
     hang: bool = False  # never answer; wait until the client leaves or the server stops
@@ -472,6 +473,7 @@ class ScriptedUpstream:
         status: int,
         obj: dict,
         keep_alive: bool,
+        headers: dict[str, str] | None = None,
     ) -> None:
         body = json.dumps(obj).encode()
         head = _head(
@@ -480,6 +482,7 @@ class ScriptedUpstream:
                 "Content-Type": "application/json",
                 "Content-Length": str(len(body)),
                 "Connection": "keep-alive" if keep_alive else "close",
+                **(headers or {}),
             },
         )
         await self._write(reader, writer, head + body)
@@ -515,7 +518,7 @@ class ScriptedUpstream:
                 await self._hang(reader)
             if reply.status != 200:
                 err = _error_body(reply.status, reply.error_message)
-                await self._json(reader, writer, reply.status, err, keep_alive)
+                await self._json(reader, writer, reply.status, err, keep_alive, reply.headers)
             elif body.get("stream"):
                 if not await self._stream(body, reply, reader, writer, keep_alive):
                     return False  # cut on purpose: the socket is already closed

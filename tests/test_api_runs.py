@@ -302,6 +302,26 @@ async def test_a_client_that_disconnects_does_not_stop_the_run(as_alice, agent, 
     assert run.content == "".join(f"tok{i} " for i in range(20))
 
 
+async def test_a_client_that_disconnects_mid_answer_leaves_it_whole_and_stored(
+    as_alice, agent, upstream
+):
+    upstream.script(Reply(tokens=40, delay=0.02))
+    response = await stream(as_alice, {"input": "go"})
+    seen = []
+    async for line in response.lines():
+        seen.append(line)
+        if "tok3 " in line:
+            break
+    run_id = json.loads(seen[1].removeprefix("data: "))["run_id"]
+    await response.disconnect()  # gone mid-answer, after a few pieces
+    run = await wait_for_status(run_id, RunStatus.COMPLETED, RunStatus.ERROR, RunStatus.CANCELLED)
+    expected = "".join(f"tok{i} " for i in range(40))
+    assert (run.status, run.content) == (RunStatus.COMPLETED, expected)
+    stored = await as_alice.get(f"/api/sessions/{run.session_id}/messages")
+    messages = [(m["role"], m["content"]) for m in stored.json()["data"]]
+    assert messages == [("user", "go"), ("assistant", expected)]
+
+
 async def test_a_client_that_leaves_while_its_run_is_created_still_gets_it_answered(
     as_alice, agent, upstream
 ):

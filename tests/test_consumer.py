@@ -247,6 +247,28 @@ async def test_a_reconnect_mid_answer_shows_it_all_once_and_the_run_completes(
     await again.close()
 
 
+async def test_a_socket_closed_mid_answer_for_good_leaves_the_answer_whole_and_stored(
+    alice, agent, upstream
+):
+    upstream.script(Reply(tokens=60, delay=0.02))
+    tab = await open_tab(alice)
+    await tab.send(action="send", input="long answer")
+    await tab.until("tok5 ")
+    await tab.close()  # the tab is gone, and nobody opens another
+
+    run = await Run.objects.aget(user=alice)
+
+    async def finished() -> bool:
+        await run.arefresh_from_db()
+        return not run.is_active
+
+    await until(finished, "the run's end stored")
+    expected = "".join(f"tok{i} " for i in range(60))
+    assert (run.status, run.content) == (RunStatus.COMPLETED, expected)
+    stored = [(m.role, m.content) async for m in run.messages.order_by("order")]
+    assert stored == [("user", "long answer"), ("assistant", expected)]
+
+
 async def test_regenerate_keeps_the_earlier_answer(alice, agent, upstream):
     upstream.script(Reply("first take"), Reply("second take"))
     tab = await open_tab(alice)

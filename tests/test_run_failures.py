@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import signal
 import socket
 import subprocess
@@ -10,8 +11,11 @@ import sys
 import textwrap
 import threading
 import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from sessions_app import engine
@@ -19,7 +23,9 @@ from sessions_app.engine import liveness
 from sessions_app.engine.registry import registry
 from sessions_app.models import Message, Run, RunStatus
 from testkit.upstream import Reply
+from tests.apiclient import asgi_client, read_events
 from tests.conftest import ROOT, subprocess_env
+from tests.test_consumer import open_tab
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,7 +58,65 @@ async def test_a_rate_limited_upstream_is_reported_readably(alice, agent, upstre
     upstream.script(Reply(status=429, error_message="Rate limit reached"))
     run, _ = await finish(alice, "hi")
     assert run.status == RunStatus.ERROR
-    assert "429" in run.error and "Rate limit reached" in run.error
+    assert run.error == "The model endpoint answered 429: Rate limit reached"
+
+
+@pytest.mark.parametrize(
+    "headers,when",
+    [
+        ({"Retry-After": "20"}, "20 seconds"),
+        ({"Retry-After": "1"}, "1 second"),
+        ({"retry-after-ms": "1500"}, "2 seconds"),
+        ({"Retry-After": format_datetime(datetime.now(UTC) + timedelta(hours=1), True)}, "seconds"),
+        ({"Retry-After": "soon"}, None),
+    ],
+)
+async def test_a_rate_limited_upstream_says_when_to_retry_and_keeps_the_question(
+    alice, agent, upstream, headers, when
+):
+    upstream.script(Reply(status=429, error_message="Rate limit reached", headers=headers))
+    run, events = await finish(alice, "important question")
+    assert run.status == RunStatus.ERROR
+    said = "The model endpoint answered 429: Rate limit reached"
+    if when is None:  # a value that is neither seconds nor a date says nothing
+        assert run.error == said
+    else:
+        assert run.error.startswith(f"{said}. Try again in ") and run.error.endswith(f" {when}.")
+    assert events[-1]["event"] == "RunError" and events[-1]["error"] == run.error
+    assert await stored_messages(run) == [("user", "important question"), ("assistant", "")]
+    again, _ = await finish(alice, "now?", session_id=run.session_id)
+    assert again.status == RunStatus.COMPLETED and again.content == "Echo: now?"
+    assert again.position == 2
+
+
+async def test_a_rate_limited_upstream_reaches_sse_and_chat_clients_as_run_error(
+    alice, agent, upstream
+):
+    said = "The model endpoint answered 429: slow down. Try again in 30 seconds."
+    upstream.script(
+        *[Reply(status=429, error_message="slow down", headers={"Retry-After": "30"})] * 2
+    )
+    client = await sync_to_async(asgi_client)(alice)
+    response = await client.open("POST", "/api/runs", {"input": "by the API", "stream": True})
+    events = await read_events(response)
+    assert [kind for kind, _ in events] == ["RunStarted", "RunError"]
+    assert events[-1][1]["error"] == said
+    session_id = events[-1][1]["session_id"]
+
+    tab = await open_tab(alice)
+    await tab.send(action="send", session_id=session_id, input="by the chat")
+    final = await tab.until('data-run-status="error"')
+    assert 'data-testid="run-error"' in final and said in html.unescape(final)
+    # The limit lifted, the same chat answers.
+    await tab.send(action="send", session_id=session_id, input="and now")
+    await tab.until("Echo: and now")
+    runs = [(r.status, r.input) async for r in Run.objects.filter(session_id=session_id)]
+    assert sorted(runs, key=lambda r: r[1]) == [
+        (RunStatus.COMPLETED, "and now"),
+        (RunStatus.ERROR, "by the API"),
+        (RunStatus.ERROR, "by the chat"),
+    ]
+    await tab.close()
 
 
 async def test_a_silent_upstream_times_out(alice, agent, upstream, settings):

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
 
 import pydantic
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import InterfaceError, InternalError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
 
 from sessions_app.engine import InputError, RunConflict
+from sessions_app.services import outage
 from sessions_app.services.access import NotFound
 from sessions_app.services.ratelimit import RateLimited
 from sessions_app.services.sessions import SessionBusy
 from sessions_app.services.tokens import Unauthorized
 
 NOT_FOUND = "Not found."
+log = logging.getLogger("parley.api")
 
 
 def install_error_handlers(api: NinjaAPI) -> None:
@@ -43,6 +47,13 @@ def install_error_handlers(api: NinjaAPI) -> None:
         response["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
         return response
 
+    def database_outage(request: HttpRequest, exc: Exception) -> HttpResponse:
+        message = outage.describe(exc)
+        if message is None:
+            raise exc  # a bug: Django's 500
+        log.error("%s %s: %s", request.method, request.path, exc)
+        return api.create_response(request, {"detail": message}, status=503)
+
     def server_bug(request: HttpRequest, exc: Exception) -> HttpResponse:
         # pydantic's ValidationError is a ValueError, but here it means a response did not fit
         # its schema: a bug to surface as a 500, not a 422 blamed on the client.
@@ -61,4 +72,6 @@ def install_error_handlers(api: NinjaAPI) -> None:
         RequestDataTooBig, detail(413, lambda exc: "The request body is too large.")
     )
     api.add_exception_handler(ValueError, detail(422, str))
+    for failure in (OperationalError, InterfaceError, InternalError):
+        api.add_exception_handler(failure, database_outage)
     api.add_exception_handler(pydantic.ValidationError, server_bug)

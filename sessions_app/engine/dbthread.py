@@ -25,13 +25,15 @@ def in_db_thread(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
     """`fn` in the ORM's thread, keeping that thread's connection open from one call to the next.
 
     channels' database_sync_to_async closes it around every call when CONN_MAX_AGE is 0: a new
-    connection per batch, and on SQLite a WAL checkpoint each time. A connection that failed is
-    still replaced, as database_sync_to_async would.
+    connection per batch, and on SQLite a WAL checkpoint each time. A connection that failed, or
+    (with health checks, as Django checks one per request) that the server closed meanwhile,
+    is replaced first, so a database restart fails no call that comes after it.
     """
 
     def call(*args: P.args, **kwargs: P.kwargs) -> T:
         for conn in connections.all(initialized_only=True):
-            if conn.connection is not None and conn.errors_occurred and not conn.is_usable():
+            check = conn.errors_occurred or conn.health_check_enabled
+            if conn.connection is not None and check and not conn.is_usable():
                 conn.close()
         return fn(*args, **kwargs)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 # A run left unfinished because its process stopped (or was killed).
 INTERRUPTED = "The server stopped before this answer finished."
+# An answer whose end could not be stored: the database stayed unavailable.
+UNSAVED = "This answer could not be saved: the database is unavailable."
 
 
 class RunConflict(Exception):

@@ -11,11 +11,13 @@ import logging
 import time
 from typing import Any
 
+from django.db import DatabaseError
+
 from sessions_app.engine import store
 from sessions_app.engine.coalesce import Coalescer, checkpoint_interval
 from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.engine.early import EarlyRequest
-from sessions_app.engine.errors import INTERRUPTED
+from sessions_app.engine.errors import INTERRUPTED, UNSAVED
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
 from sessions_app.events.stream import RunStream
@@ -37,7 +39,13 @@ GIVE_WAY = 0.05
 async def generate(plan: Plan, stream: RunStream, early: EarlyRequest | None) -> Run:
     answer = _Answer(plan, stream, early)
     status, error = await answer.produce()
-    saved = await answer.store(status, error)
+    try:
+        saved = await answer.store(status, error)
+    except DatabaseError:
+        # Its clients are told; the run, left as last saved, is marked interrupted in time.
+        content = "".join(answer.parts)
+        _announce(stream, plan.run, RunStatus.INTERRUPTED, UNSAVED, content, answer.tools_used())
+        raise
     _announce(stream, saved, status, error, "".join(answer.parts), answer.tools_used())
     memory.after_run(saved)
     return saved

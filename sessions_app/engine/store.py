@@ -7,12 +7,15 @@ meanwhile is never overwritten.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from sessions_app.engine.plan import Plan
@@ -29,7 +32,13 @@ from sessions_app.models import (
     RunStatus,
     Session,
 )
-from sessions_app.services import accounting, tools
+from sessions_app.services import accounting, outage, tools
+
+log = logging.getLogger("parley.runs")
+
+# How long a finished answer, held only in memory, waits for an unavailable database (a restart,
+# a failover, a full disk being cleared) before it is given up.
+FINISH_PATIENCE = 60.0
 
 
 @dataclass
@@ -94,8 +103,15 @@ def save_tool_round(
 
 
 async def checkpoint(run_id: uuid.UUID, content: str, seq: int) -> bool:
-    """Save the partial answer; False when the run was cancelled from elsewhere."""
-    saved = await registry.batcher(_save_checkpoints).submit((run_id, content, seq))
+    """Save the partial answer; False when the run was cancelled from elsewhere. A database
+    that is unavailable for now skips this one: the answer goes on, and the next save has it."""
+    try:
+        saved = await registry.batcher(_save_checkpoints).submit((run_id, content, seq))
+    except DatabaseError as exc:
+        if outage.describe(exc) is None:
+            raise
+        log.warning("run %s: partial answer not saved: %s", run_id, exc)
+        return True
     if not saved:
         handle = registry.active.get(run_id)
         if handle is not None:
@@ -134,8 +150,19 @@ class Finish:
 
 
 async def finish(ending: Finish) -> Run:
-    """Store how the run ended; the run as stored (or as another process left it)."""
-    return await registry.batcher(_finish_runs).submit(ending)
+    """Store how the run ended; the run as stored (or as another process left it). While the
+    database is unavailable, tried again for FINISH_PATIENCE seconds; then DatabaseError."""
+    deadline = time.monotonic() + FINISH_PATIENCE
+    pause = 0.1
+    while True:
+        try:
+            return await registry.batcher(_finish_runs).submit(ending)
+        except DatabaseError as exc:
+            if outage.describe(exc) is None or time.monotonic() + pause > deadline:
+                raise
+            log.warning("run %s: its end not saved yet (%s); trying again", ending.run.pk, exc)
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 2.0)
 
 
 def _finish_runs(items: list[Finish]) -> list[Run]:

@@ -172,14 +172,21 @@ class Bridge:
         layer = self._layer
         channel = await layer.new_channel()
         self._channel.set_result(channel)
-        await self._listen(layer, channel)
+        await self._listen(layer, channel, rejoin=True)
 
     async def _serve_snapshots(self) -> None:
         await self._listen(self._layer, worker_channel(WORKER_ID))
 
-    async def _listen(self, layer: Any, channel: str) -> None:
+    async def _listen(self, layer: Any, channel: str, *, rejoin: bool = False) -> None:
+        """Handle what comes on `channel`. After a failure (Redis restarted, say), with `rejoin`,
+        this process's channel is added to its groups again: a Redis that restarted empty has
+        forgotten them, and the sessions watched here would hear nothing more from elsewhere."""
+        failed = False
         while True:
             try:
+                if failed and rejoin:
+                    await self._rejoin(layer, channel)
+                failed = False
                 await self._handle(layer, await _receive_until_cancelled(layer, channel))
             except asyncio.CancelledError:
                 raise
@@ -187,7 +194,12 @@ class Bridge:
                 if being_cancelled():
                     raise asyncio.CancelledError from None
                 log.exception("this process's event channel failed")
+                failed = True
                 await asyncio.sleep(1)
+
+    async def _rejoin(self, layer: Any, channel: str) -> None:
+        watched = [name for name, membership in self._groups.items() if membership.count]
+        await asyncio.gather(*(layer.group_add(name, channel) for name in watched))
 
     async def _handle(self, layer: Any, message: dict[str, Any]) -> None:
         kind = message.get("type")

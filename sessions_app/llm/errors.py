@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import email.utils
+import math
+from datetime import UTC, datetime
+from typing import Any
+
 import openai
 
 from sessions_app.llm.transport import TIMEOUT_ERRORS, TRANSPORT_ERRORS
@@ -28,9 +33,11 @@ def describe(exc: BaseException) -> LLMError:
         return LLMError("The model endpoint could not be reached or closed the connection.")
     if isinstance(exc, openai.APIStatusError):
         status = 504 if exc.status_code in (408, 504) else 502
-        return LLMError(
-            f"The model endpoint answered {exc.status_code}: {_error_detail(exc)}", status=status
-        )
+        message = f"The model endpoint answered {exc.status_code}: {_error_detail(exc)}"
+        wait = _retry_after(exc.response.headers)
+        if wait is not None:
+            message = f"{message.rstrip('.')}. Try again in {_seconds(wait)}."
+        return LLMError(message, status=status)
     if isinstance(exc, openai.APIError):
         return LLMError(f"The model endpoint failed: {exc.message}")
     return LLMError(f"The model endpoint failed: {exc}")
@@ -43,6 +50,28 @@ def _error_detail(exc: openai.APIStatusError) -> str:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
     return exc.message
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds the endpoint asked us to wait before trying again (`Retry-After`, in seconds or
+    as an HTTP date, or OpenAI's `retry-after-ms`); None when it did not say."""
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        if value.strip().isdigit():
+            return float(value)
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):  # a date without a zone cannot be compared: unsaid
+        return None
+
+
+def _seconds(wait: float) -> str:
+    count = max(1, math.ceil(wait))
+    return "1 second" if count == 1 else f"{count} seconds"
 
 
 def status_for_error(message: str) -> int:

@@ -16,10 +16,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import PermissionDenied
+from django.db import DatabaseError
 
 from sessions_app import engine, events
 from sessions_app.models import Session
-from sessions_app.services import ratelimit
+from sessions_app.services import outage, ratelimit
 from sessions_app.services.access import NotFound, get_run_for_owner, get_session_for_user
 from sessions_app.web import feed, rendering
 
@@ -29,6 +30,11 @@ CLOSE_UNAUTHENTICATED = 4401
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    # No channel of its own on the channel layer: events come through `events.subscribe`. With
+    # one, a Redis restart would end every socket (channels closes it, 1011, when that channel's
+    # receive fails). An alias that names no configured layer gives the consumer none.
+    channel_layer_alias = "none"
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.turn = asyncio.Lock()  # one frame or event at a time
@@ -77,6 +83,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ratelimit.RateLimited as exc:
             wait = f"{exc.retry_after:.0f}"
             await self.notice(f"You are sending too fast; try again in {wait} seconds.")
+        except DatabaseError as exc:
+            message = outage.describe(exc)
+            log.error("chat frame failed: %s", exc, exc_info=message is None)
+            await self.notice(message or "Something went wrong on our side; please try again.")
         except Exception:
             log.exception("chat frame failed")
             await self.notice("Something went wrong on our side; please try again.")

@@ -16,6 +16,7 @@ from twisted.internet import reactor
 
 from project import nginx
 from project.children import free_port, plain_environment
+from project.layers import redis_problem
 from project.listening import daphne_endpoint
 from project.workers import Child, Supervisor, Worker
 from sessions_app import engine
@@ -40,6 +41,10 @@ class Command(BaseCommand):
         if workers < 1:
             raise CommandError("--workers must be 1 or more.")
         nginx_path = check_several(workers) if workers > 1 else None
+        # Without its Redis the chat's events cannot flow: say so now, not by hanging later.
+        problem = redis_problem(settings.REDIS_URL) if settings.REDIS_URL else None
+        if problem:
+            raise CommandError(problem)
         model: EmbeddedModel | None = None
         if not settings.LLM_BASE_URL:
             model = self.start_model()
