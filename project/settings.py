@@ -191,6 +191,10 @@ PARLEY_SIGNUP_ENABLED = envbool("PARLEY_SIGNUP_ENABLED", "True")
 PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
 # Processes serving Parley (for the safety check: more than one needs REDIS_URL).
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
+# Wrong passwords an account, or a client address, may send within the window (seconds) before
+# sign-in waits; 0 turns the throttle off. Counted in the database: every process sees them.
+PARLEY_LOGIN_FAILURES = envint("PARLEY_LOGIN_FAILURES", 10)
+PARLEY_LOGIN_WINDOW = envint("PARLEY_LOGIN_WINDOW", 15 * 60)
 
 LOGGING = {
     "version": 1,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +13,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from sessions_app.web.login_forms import LoginForm
+
 
 class SignupForm(UserCreationForm):
     """Django's form, bound to Parley's user model (it also refuses names taken in any case)."""
@@ -21,7 +24,15 @@ class SignupForm(UserCreationForm):
 
 
 class LoginView(auth_views.LoginView):
+    form_class = LoginForm
     redirect_authenticated_user = True
+
+    def form_invalid(self, form: LoginForm) -> HttpResponse:
+        response = super().form_invalid(form)
+        if form.retry_after is not None:
+            response.status_code = 429
+            response["Retry-After"] = str(math.ceil(form.retry_after))
+        return response
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         # Read per request, not at import: the setting may change without a code change.
