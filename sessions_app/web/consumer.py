@@ -16,6 +16,7 @@ from typing import Any
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 from sessions_app import engine, events
@@ -27,6 +28,7 @@ from sessions_app.web import rendering
 log = logging.getLogger("parley.chat")
 
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_TOO_BIG = 1009  # RFC 6455: a message too big to process
 STATUS_OF = {"RunCompleted": "COMPLETED", "RunCancelled": "CANCELLED"}
 
 
@@ -57,6 +59,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await handler(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
+        if size > settings.PARLEY_MAX_SOCKET_MESSAGE_BYTES:
+            limit = settings.PARLEY_MAX_SOCKET_MESSAGE_BYTES
+            await self.notice(f"That message is too large: at most {limit} bytes.")
+            return await self.close(code=CLOSE_TOO_BIG)
         try:
             frame = json.loads(text_data or "")
         except (json.JSONDecodeError, TypeError):

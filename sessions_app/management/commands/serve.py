@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from project.listening import daphne_endpoint
+from project.listening import daphne_endpoint, daphne_socket_limits
 from sessions_app.engine.liveness import reap_stale_runs
 from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
 
@@ -39,8 +39,9 @@ class Command(BaseCommand):
             self.stdout.write(f"Parley is serving on http://{host}:{port}/")
             from daphne.cli import CommandLineInterface
 
+            limits = daphne_socket_limits(settings.PARLEY_MAX_SOCKET_MESSAGE_BYTES)
             CommandLineInterface().run(
-                ["--endpoint", daphne_endpoint(host, port), "project.asgi:application"]
+                ["--endpoint", daphne_endpoint(host, port), *limits, "project.asgi:application"]
             )
         finally:
             if model is not None:
