@@ -113,9 +113,7 @@ def test_failures_at_either_login_count_together(client, staff):
 def test_no_password_is_kept_for_a_failed_sign_in(client, alice):
     fail(client, "alice", 1)
 
-    assert list(LoginFailure.objects.values_list("username", "address")) == [
-        ("alice", "127.0.0.1")
-    ]
+    assert list(LoginFailure.objects.values_list("username", "address")) == [("alice", "127.0.0.1")]
     assert WRONG not in str(list(LoginFailure.objects.values()))
 
 
