@@ -33,6 +33,9 @@ STATUS_OF = {"RunCompleted": "COMPLETED", "RunCancelled": "CANCELLED"}
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    # What a frame may ask for; each is handled by the method do_<action>.
+    ACTIONS = ("watch", "send", "stop", "regenerate")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.turn = asyncio.Lock()  # one frame or event at a time
@@ -70,15 +73,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return await self.notice("That message could not be read (it was not JSON).")
         if not isinstance(frame, dict):
             return await self.notice("That message could not be read (expected a JSON object).")
-        actions = {
-            "watch": self.do_watch,
-            "send": self.do_send,
-            "stop": self.do_stop,
-            "regenerate": self.do_regenerate,
-        }
-        handler = actions.get(frame.get("action"))
-        if handler is None:
+        action = frame.get("action")
+        if action not in self.ACTIONS:
             return await self.notice("Unknown action.")
+        handler = getattr(self, f"do_{action}")
         try:
             await handler(frame)
         except (NotFound, PermissionDenied):
