@@ -97,6 +97,10 @@ class World:
 
 @pytest.fixture
 def world(alice, bob, staff) -> World:
+    return build_world(alice, bob, staff)
+
+
+def build_world(alice: User, bob: User, staff: User) -> World:
     agent = default_agent()
     session = Session.objects.create(user=alice, agent=agent, session_name=SECRETS[0])
     run = stored_run(session, SECRETS[1], SECRETS[2])
