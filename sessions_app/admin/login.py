@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.forms import AdminAuthenticationForm
 
-from sessions_app.web.login_forms import AdminLoginForm
+from sessions_app.services.login_throttle import ThrottledLogin
+
+
+class AdminLoginForm(ThrottledLogin, AdminAuthenticationForm):
+    pass
+
 
 admin.site.login_form = AdminLoginForm

@@ -1,4 +1,5 @@
-"""How many wrong passwords an account, or a client address, may send before sign-in waits.
+"""How many wrong passwords an account, or a client address, may send before sign-in waits,
+and the mixin that puts it in front of a sign-in form (Parley's login page and the admin's).
 
 The LoginFailure table is the record, as the Run table is for the run limit: every process
 counts the same rows, with nothing to configure. A sliding window: the `limit`-th newest failure
@@ -7,9 +8,13 @@ of the last `window` seconds leaving it frees the next try.
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from sessions_app.models import LoginFailure
@@ -48,3 +53,45 @@ def forget_failures(username: str) -> None:
     """A right password clears its account's count; its address's stays, so one account of
     one's own cannot reset the count of guesses at others."""
     LoginFailure.objects.filter(username=_key(username)).delete()
+
+
+# -- the sign-in forms' side ---------------------------------------------------------------------
+
+THROTTLED = "throttled"
+
+
+def client_address(form: AuthenticationForm) -> str:
+    # daphne puts the client's address here; behind a proxy, with --proxy-headers, the one
+    # the proxy forwarded.
+    request = form.request
+    return (request.META.get("REMOTE_ADDR") or "")[:45] if request is not None else ""
+
+
+class ThrottledLogin:
+    """After too many wrong passwords for an account or from an address, no password is
+    checked until the window lets one more try in; the form says how long to wait."""
+
+    retry_after: float | None = None
+
+    def clean(self) -> dict[str, Any]:
+        form: Any = self
+        username = form.cleaned_data.get("username") or ""
+        address = client_address(form)
+        wait = wait_before_login(username, address)
+        if wait is not None:
+            self.retry_after = wait
+            minutes = math.ceil(wait / 60)
+            raise ValidationError(
+                "Too many failed sign-ins for this account or from this address. "
+                f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+                code=THROTTLED,
+            )
+        try:
+            return super().clean()  # type: ignore[misc,no-any-return]
+        except ValidationError:
+            if form.get_user() is None and username and form.cleaned_data.get("password"):
+                record_failure(username, address)
+            raise
+        finally:
+            if form.get_user() is not None:
+                forget_failures(username)

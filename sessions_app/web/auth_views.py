@@ -8,12 +8,12 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from sessions_app.web.login_forms import LoginForm
+from sessions_app.services.login_throttle import ThrottledLogin
 
 
 class SignupForm(UserCreationForm):
@@ -21,6 +21,10 @@ class SignupForm(UserCreationForm):
 
     class Meta(UserCreationForm.Meta):
         model = get_user_model()
+
+
+class LoginForm(ThrottledLogin, AuthenticationForm):
+    pass
 
 
 class LoginView(auth_views.LoginView):
