@@ -4,25 +4,43 @@ over PARLEY_MAX_SOCKET_MESSAGE_BYTES while it arrives, before the application se
 
 from __future__ import annotations
 
-import asyncio
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import httpx
 import pytest
 import websockets
 from django.contrib.auth import get_user
+from django.db import connections
 from django.test import Client
+from websockets.sync.client import connect
 
 from sessions_app.llm.embedded import free_port
 from sessions_app.models import Run, User
 from tests.apiclient import bearer
 from tests.conftest import ROOT, subprocess_env
 
+T = TypeVar("T")
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]
+
+
+def in_a_thread_of_its_own(work: Callable[[], T]) -> T:
+    """Django's test client calls an async view through async_to_sync, which Playwright's event
+    loop, left marked as running on this thread by the browser tests, would refuse."""
+
+    def work_and_close() -> T:
+        try:
+            return work()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(work_and_close).result(timeout=60)
 
 
 def logged_in(base_url: str, username: str, password: str) -> httpx.Client:
@@ -64,8 +82,10 @@ def test_runs_started_in_one_process_count_against_the_limit_in_another(
             assert server.post("/api/runs", json={"input": "hi"}).status_code == 200
         assert server.post("/api/runs", json={"input": "one more"}).status_code == 429
 
-    response = Client(headers=headers).post(
-        "/api/runs", {"input": "and here"}, content_type="application/json"
+    response = in_a_thread_of_its_own(
+        lambda: Client(headers=headers).post(
+            "/api/runs", {"input": "and here"}, content_type="application/json"
+        )
     )
 
     assert response.status_code == 429
@@ -100,18 +120,16 @@ def served(alice: User) -> Iterator[str]:
         server.wait(timeout=20)
 
 
-async def answers_to(url: str, cookie: str, message: str) -> tuple[list[str], int | None]:
+def answers_to(url: str, cookie: str, message: str) -> tuple[list[str], int | None]:
     """Send one message; every frame received until the socket closes (or goes quiet), and the
     close code, None when the connection was dropped without one."""
     ws_url = url.replace("http://", "ws://") + "/ws/chat/"
     received: list[str] = []
-    async with websockets.connect(
-        ws_url, origin=url, additional_headers={"Cookie": cookie}, max_size=None
-    ) as socket:
-        await socket.send(message)
+    with connect(ws_url, origin=url, additional_headers={"Cookie": cookie}) as socket:
+        socket.send(message)
         try:
             while True:
-                received.append(str(await asyncio.wait_for(socket.recv(), 3)))
+                received.append(str(socket.recv(timeout=3)))
         except TimeoutError:
             return received, socket.close_code
         except websockets.ConnectionClosed as closed:
@@ -122,8 +140,8 @@ def test_serve_drops_a_socket_sent_a_message_over_the_limit_as_it_arrives(served
     client = logged_in(served, "alice", "alice-pass-123")
     cookie = f"sessionid={client.cookies['sessionid']}"
 
-    within, open_code = asyncio.run(answers_to(served, cookie, "x" * 4900))
-    over, closed_code = asyncio.run(answers_to(served, cookie, "x" * 6000))
+    within, open_code = answers_to(served, cookie, "x" * 4900)
+    over, closed_code = answers_to(served, cookie, "x" * 6000)
 
     assert open_code is None and "could not be read" in within[0]  # read, and answered
     # autobahn, under daphne, stops reading and drops the connection (1009 is its reason,
