@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels behind origin and auth."""
+"""ASGI entry point: HTTP through Django behind a body size limit, WebSockets through Channels
+behind origin and auth."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from project import tuning  # noqa: E402
+from project.bodylimit import BodyLimit  # noqa: E402
 from sessions_app.web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": tuning.apply(django_asgi_app),
+        "http": BodyLimit(tuning.apply(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -18,3 +18,9 @@ def daphne_endpoint(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> str:
     escaped, as the description's own separators are colons."""
     interface = host.strip("[]").replace(":", r"\:")
     return f"tcp:port={port}:interface={interface}:backlog={backlog}"
+
+
+def daphne_socket_limits(max_message_bytes: int) -> list[str]:
+    """daphne's options that close a socket sent a longer message (or frame), as it arrives."""
+    size = str(max_message_bytes)
+    return ["--websocket-max-message-size", size, "--websocket-max-frame-size", size]

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "ninja",
+    "csp",
     "sessions_app",
     "datasets_app",
 ]
@@ -60,6 +62,7 @@ STOCK_MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 MIDDLEWARE = [
@@ -204,6 +207,15 @@ PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
 # The nginx that `serve --workers N` runs in front of them; unset, nginx on PATH or in /usr/sbin.
 PARLEY_NGINX = os.getenv("PARLEY_NGINX", "")
+# Wrong passwords an account, or a client address, may send within the window (seconds) before
+# sign-in waits; 0 turns the throttle off. Counted in the database: every process sees them.
+PARLEY_LOGIN_FAILURES = envint("PARLEY_LOGIN_FAILURES", 10)
+PARLEY_LOGIN_WINDOW = envint("PARLEY_LOGIN_WINDOW", 15 * 60)
+# The largest request body accepted: refused from its announced or counted size, before it is
+# read whole (project/bodylimit.py). The largest chat socket message: daphne, started by
+# `serve`, closes a socket sent a longer one as it arrives; the consumer refuses it too.
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("PARLEY_MAX_REQUEST_BYTES", 2_621_440)
+PARLEY_MAX_SOCKET_MESSAGE_BYTES = envint("PARLEY_MAX_SOCKET_MESSAGE_BYTES", 1_048_576)
 
 LOGGING = {
     "version": 1,
@@ -212,21 +224,53 @@ LOGGING = {
     "loggers": {"parley": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")}},
 }
 
+# -- security headers and cookies ---------------------------------------------------------------
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# Explains a refused form, above all the one refused because secure cookies met plain HTTP.
+CSRF_FAILURE_VIEW = "sessions_app.web.csrf_views.csrf_failure"
+# Scripts and styles from Parley's own origin only; no inline script anywhere (htmx's own
+# indicator style is turned off in base.html). Inline styles stay allowed: the answers'
+# sanitized Markdown aligns table cells with them.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 # Behind a proxy of its own (nginx, as `serve --workers` runs it), where daphne is reachable from
 # nowhere else: the client's address and scheme are the proxy's X-Forwarded-For and -Proto.
 # Never set where clients reach daphne directly, since they could then claim any of both.
 PARLEY_PROXY_HEADERS = envbool("PARLEY_PROXY_HEADERS", "False")
-if PARLEY_PROXY_HEADERS:
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Behind another proxy that ends TLS and sets this header (e.g. X-Forwarded-Proto), requests it
+# marks https count as secure: HSTS is sent and secure cookies are expected.
+PROXY_SSL_HEADER = os.getenv(
+    "PROXY_SSL_HEADER", "X-Forwarded-Proto" if PARLEY_PROXY_HEADERS else ""
+)
+if PROXY_SSL_HEADER:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + PROXY_SSL_HEADER.upper().replace("-", "_"), "https")
 
 if not DEBUG:
     SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
     CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
     # Django's own: redirect plain HTTP to HTTPS (health checks on loopback excepted), and tell
-    # browsers to use only HTTPS for this many seconds.
+    # browsers to use only HTTPS for this many seconds (sent on HTTPS responses only).
     SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "False")
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
-    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0)
+    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31_536_000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "False")
     SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "False")
 WHITENOISE_USE_FINDERS = DEBUG

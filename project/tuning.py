@@ -19,6 +19,7 @@ from asgiref.sync import (
     markcoroutinefunction,
     sync_to_async,
 )
+from csp import middleware as csp
 from django.conf import settings
 from django.contrib.admin import helpers
 from django.contrib.auth import middleware as auth
@@ -207,3 +208,7 @@ class MessageMiddleware(OnTheLoop, messages.MessageMiddleware):
 
 class XFrameOptionsMiddleware(OnTheLoop, clickjacking.XFrameOptionsMiddleware):
     pass
+
+
+class CSPMiddleware(OnTheLoop, csp.CSPMiddleware):
+    """django-csp's: a header built from settings, nothing to wait for."""

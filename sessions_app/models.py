@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractUser
 from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class User(AbstractUser):
@@ -310,6 +311,23 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name or 'token'} ({self.prefix}…)"
+
+
+class LoginFailure(models.Model):
+    """A refused sign-in; the login throttle counts these by username and by client address."""
+
+    username = models.CharField(max_length=150)
+    address = models.CharField(max_length=45, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["username", "created_at"], name="loginfailure_user_time"),
+            models.Index(fields=["address", "created_at"], name="loginfailure_address_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"failed sign-in as {self.username!r} from {self.address or '?'}"
 
 
 # Daily rollups: per-UTC-day sums of runs and calls, made once a day is closed (nothing about it

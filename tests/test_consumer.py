@@ -92,14 +92,25 @@ async def test_an_anonymous_socket_is_closed_with_4401(upstream):
     assert await communicator.receive_output(timeout=2) == {"type": "websocket.close", "code": 4401}
 
 
-async def test_a_socket_from_a_foreign_origin_is_refused(alice, upstream):
-    communicator = WebsocketCommunicator(
-        application,
-        "/ws/chat/",
-        headers=[(b"origin", b"http://evil.example"), (b"cookie", await cookie_for(alice))],
-    )
+@pytest.mark.parametrize(
+    "origin",
+    [b"http://evil.example", b"http://testserver.evil.example", b"null", None],
+    ids=["foreign", "lookalike", "null", "none"],
+)
+async def test_a_socket_from_a_foreign_origin_is_refused(alice, upstream, origin):
+    headers = [(b"cookie", await cookie_for(alice))]
+    if origin is not None:
+        headers.append((b"origin", origin))
+    communicator = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
     connected, _ = await communicator.connect()
     assert not connected
+
+
+async def test_a_socket_from_the_sites_own_origin_on_any_port_is_accepted(alice, upstream):
+    tab = await open_tab(alice, origin=b"https://testserver:8443")
+    await tab.send(action="no-such-action")
+    assert "Unknown action." in await tab.until("Unknown action.")
+    await tab.close()
 
 
 async def test_a_first_message_creates_a_session_and_streams_the_answer(alice, agent, upstream):

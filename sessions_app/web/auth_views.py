@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
+
+from sessions_app.services.login_throttle import ThrottledLogin
 
 
 class SignupForm(UserCreationForm):
@@ -20,8 +23,20 @@ class SignupForm(UserCreationForm):
         model = get_user_model()
 
 
+class LoginForm(ThrottledLogin, AuthenticationForm):
+    pass
+
+
 class LoginView(auth_views.LoginView):
+    form_class = LoginForm
     redirect_authenticated_user = True
+
+    def form_invalid(self, form: LoginForm) -> HttpResponse:
+        response = super().form_invalid(form)
+        if form.retry_after is not None:
+            response.status_code = 429
+            response["Retry-After"] = str(math.ceil(form.retry_after))
+        return response
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         # Read per request, not at import: the setting may change without a code change.

@@ -15,6 +15,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError
 
@@ -27,9 +28,12 @@ from sessions_app.web import feed, rendering
 log = logging.getLogger("parley.chat")
 
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_TOO_BIG = 1009  # RFC 6455: a message too big to process
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    # What a frame may ask for; each is handled by the method do_<action>.
+    ACTIONS = ("watch", "send", "stop", "regenerate")
     # No channel of its own on the channel layer: events come through `events.subscribe`. With
     # one, a Redis restart would end every socket (channels closes it, 1011, when that channel's
     # receive fails). An alias that names no configured layer gives the consumer none.
@@ -57,21 +61,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await super().dispatch(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
+        if size > settings.PARLEY_MAX_SOCKET_MESSAGE_BYTES:
+            limit = settings.PARLEY_MAX_SOCKET_MESSAGE_BYTES
+            await self.notice(f"That message is too large: at most {limit} bytes.")
+            return await self.close(code=CLOSE_TOO_BIG)
         try:
             frame = json.loads(text_data or "")
         except (json.JSONDecodeError, TypeError):
             return await self.notice("That message could not be read (it was not JSON).")
         if not isinstance(frame, dict):
             return await self.notice("That message could not be read (expected a JSON object).")
-        actions = {
-            "watch": self.do_watch,
-            "send": self.do_send,
-            "stop": self.do_stop,
-            "regenerate": self.do_regenerate,
-        }
-        handler = actions.get(frame.get("action"))
-        if handler is None:
+        action = frame.get("action")
+        if action not in self.ACTIONS:
             return await self.notice("Unknown action.")
+        handler = getattr(self, f"do_{action}")
         try:
             await handler(frame)
         except (NotFound, PermissionDenied):

@@ -68,7 +68,8 @@ def _session_or_404(request: HttpRequest, session_id: uuid.UUID) -> Session:
 
 
 def _sidebar_page(request: HttpRequest, page_number: int) -> dict[str, Any]:
-    q = (request.GET.get("q") or "").strip()[:200]
+    # No stored text holds a NUL, and PostgreSQL refuses one in a query.
+    q = (request.GET.get("q") or "").replace("\x00", "").strip()[:200]
     listed = sessions.list_sessions(request.user, search=q or None)
     page = Paginator(listed, SIDEBAR_PAGE_SIZE).get_page(page_number)
     return {

@@ -17,7 +17,7 @@ from twisted.internet import reactor
 from project import nginx
 from project.children import free_port, plain_environment
 from project.layers import redis_problem
-from project.listening import daphne_endpoint
+from project.listening import daphne_endpoint, daphne_socket_limits
 from project.workers import Child, Supervisor, Worker
 from sessions_app import engine
 from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
@@ -141,7 +141,8 @@ def run_daphne(host: str, port: int) -> None:
     process's heartbeat starts, its first beat reaping the runs of processes that died."""
     # A call of the reactor's loop (its first turn), not one before it runs, like callWhenRunning.
     reactor.callLater(0, engine.ensure_heartbeat, reap_now=True)
-    arguments = ["--endpoint", daphne_endpoint(host, port)]
+    limits = daphne_socket_limits(settings.PARLEY_MAX_SOCKET_MESSAGE_BYTES)
+    arguments = ["--endpoint", daphne_endpoint(host, port), *limits]
     if settings.PARLEY_PROXY_HEADERS:
         arguments.append("--proxy-headers")
     CommandLineInterface().run([*arguments, "project.asgi:application"])
