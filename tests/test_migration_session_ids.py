@@ -56,12 +56,19 @@ def store_old_session(apps) -> uuid.UUID:
         run=run, session=session, user=user, agent=agent, model="m"
     )
     apps.get_model("sessions_app", "RunDay").objects.create(
-        day=date(2026, 1, 2), session_id=session.session_id, user=user, agent=agent,
-        status="COMPLETED", started=1,
+        day=date(2026, 1, 2),
+        session_id=session.session_id,
+        user=user,
+        agent=agent,
+        status="COMPLETED",
+        started=1,
     )
     dataset = apps.get_model("datasets_app", "Dataset").objects.create(name="good")
     apps.get_model("datasets_app", "DatasetItem").objects.create(
-        dataset=dataset, source="session", source_session_id=session.session_id, owner=user,
+        dataset=dataset,
+        source="session",
+        source_session_id=session.session_id,
+        owner=user,
         messages=[{"role": "user", "content": "hi"}],
     )
     return session.session_id
