@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django import forms
@@ -16,6 +15,7 @@ from datasets_app.admin import collect, panel
 from sessions_app.admin import actions, display, transcript
 from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.admin.filters import HasErrorsFilter, HasFeedbackFilter, OwnerFilter
+from sessions_app.ids import session_id_or_none
 from sessions_app.models import ACTIVE_STATUSES, LLMCall, Run, RunStatus, Session
 from sessions_app.services.markdown import highlight_css
 from sessions_app.services.sessions import session_title, update_session
@@ -83,9 +83,8 @@ class SessionAdmin(collect.CollectPermission, ListAdmin):
     ) -> tuple[QuerySet, bool]:
         """A pasted session id finds its session, beside the name and owner searches."""
         results, duplicates = super().get_search_results(request, queryset, search_term)
-        try:
-            wanted = uuid.UUID(search_term.strip())
-        except ValueError:
+        wanted = session_id_or_none(search_term.strip())
+        if wanted is None:
             return results, duplicates
         return results | queryset.filter(pk=wanted), duplicates
 
