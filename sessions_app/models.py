@@ -84,6 +84,11 @@ class NameSource(models.TextChoices):
     USER = "user"
 
 
+class SessionSource(models.TextChoices):
+    PARLEY = "parley", "Parley"
+    AGNO = "agno", "Agno import"
+
+
 class Session(models.Model):
     # A new session's id is a UUID string; an imported one keeps the id it had (see ids.py).
     session_id = models.CharField(
@@ -100,6 +105,13 @@ class Session(models.Model):
     session_state = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     summary = models.JSONField(null=True, blank=True)
+    source = models.CharField(
+        max_length=10,
+        choices=SessionSource.choices,
+        default=SessionSource.PARLEY,
+        editable=False,
+        help_text="Where the session was made.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
