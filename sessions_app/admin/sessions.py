@@ -45,20 +45,23 @@ class SessionForm(forms.ModelForm):
 class SessionAdmin(collect.CollectPermission, ListAdmin):
     form = SessionForm
     list_display = [
-        "title", "owner", "agent_name", "runs", "tokens", "cost", "errors", "updated_at",
+        "title", "owner", "agent_name", "runs", "tokens", "cost", "errors", "source",
+        "updated_at",
     ]  # fmt: skip
-    list_filter = [OwnerFilter, "agent", HasErrorsFilter, HasFeedbackFilter]
+    # Where a session was made: here, or imported from Agno (manage.py import_agno).
+    list_filter = [OwnerFilter, "agent", "source", HasErrorsFilter, HasFeedbackFilter]
     search_fields = ["session_name", "user__username"]
     date_hierarchy = "created_at"
     ordering = ["-updated_at"]
     list_select_related = ["user", "agent"]
     actions = [actions.export_sessions_json, collect.add_sessions_to_dataset]
     fieldsets = [
-        (None, {"fields": ["owner_link", "agent_link", "created_at", "updated_at", "totals"]}),
+        (None, {"fields": ["owner_link", "agent_link", "source", "created_at", "updated_at"]}),
+        (None, {"fields": ["totals"]}),
         ("Editable", {"fields": ["session_name", "session_state", "metadata"]}),
         ("Memory", {"fields": ["summary_view"]}),
     ]
-    readonly_fields = ["owner_link", "agent_link", "created_at", "updated_at", "totals"]
+    readonly_fields = ["owner_link", "agent_link", "source", "created_at", "updated_at", "totals"]
     readonly_fields += ["summary_view"]
     change_form_template = "admin/sessions_app/session/change_form.html"
 

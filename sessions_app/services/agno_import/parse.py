@@ -104,7 +104,7 @@ def parse_row(row: dict[str, Any], layout: str) -> AgnoSession:
         raw_runs = memory.get("runs") or []
         if isinstance(raw_runs, dict):  # Memory v2 kept the runs of each session apart
             raw_runs = raw_runs.get(session_id) or []
-        summary = _summary(memory.get("summary") or (memory.get("summaries") or {}).get(session_id))
+        summary = _summary(memory.get("summary") or _memory_summary(memory, user_id, session_id))
     agent = _agent(row, raw_runs)
     runs = [_run(raw, session_id) for raw in _dicts(raw_runs, "runs")]
     created_at = _when(row.get("created_at")) or (runs[0].created_at if runs else None)
@@ -126,6 +126,13 @@ def parse_row(row: dict[str, Any], layout: str) -> AgnoSession:
         updated_at=_when(row.get("updated_at")) or created_at,
         runs=runs,
     )
+
+
+def _memory_summary(memory: dict[str, Any], user_id: str, session_id: str) -> Any:
+    # Agno 1.x's Memory kept summaries per user, then per session.
+    summaries = memory.get("summaries")
+    per_user = summaries.get(user_id) if isinstance(summaries, dict) else None
+    return per_user.get(session_id) if isinstance(per_user, dict) else None
 
 
 def _kind(row: dict[str, Any]) -> str:
