@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from agno.agent import Agent
-from agno.db.base import SessionType
+from agno.db.base import BaseDb, SessionType
 from agno.db.sqlite import SqliteDb
 from agno.models.openai import OpenAIChat
 from agno.session import AgentSession
@@ -26,7 +26,11 @@ def weather(city: str) -> str:
     return f"Sunny in {city}"
 
 
-def _agents(db: SqliteDb, upstream: ScriptedUpstream) -> tuple[Agent, Agent, Team]:
+def sqlite(path: Path) -> SqliteDb:
+    return SqliteDb(db_file=str(path))
+
+
+def _agents(db: BaseDb, upstream: ScriptedUpstream) -> tuple[Agent, Agent, Team]:
     model = OpenAIChat(id="scripted", base_url=upstream.base_url, api_key="test-key")
     weatherbot = Agent(
         id="weather-agent",
@@ -53,10 +57,10 @@ def _agents(db: SqliteDb, upstream: ScriptedUpstream) -> tuple[Agent, Agent, Tea
     return weatherbot, planner, crew
 
 
-def build(path: Path, upstream: ScriptedUpstream) -> None:
+def build(db: BaseDb, upstream: ScriptedUpstream) -> None:
     """Alice's weather chat (a tool call among three turns) and a second chat with a UUID id,
     Bob's trip planning (state and a summary), and a team session of Alice's."""
-    weatherbot, planner, crew = _agents(SqliteDb(db_file=str(path)), upstream)
+    weatherbot, planner, crew = _agents(db, upstream)
     upstream.script(Reply("Hello Alice."))
     weatherbot.run("hi", session_id="fixed_id_for_demo", user_id="alice")
     upstream.script(
@@ -81,13 +85,13 @@ def build(path: Path, upstream: ScriptedUpstream) -> None:
     crew.run("Hello team", session_id="team_1", user_id="alice")
 
 
-def add_turn(path: Path, upstream: ScriptedUpstream) -> None:
+def add_turn(db: BaseDb, upstream: ScriptedUpstream) -> None:
     """Alice comes back to her weather chat for one more turn."""
-    weatherbot, _, _ = _agents(SqliteDb(db_file=str(path)), upstream)
+    weatherbot, _, _ = _agents(db, upstream)
     upstream.script(Reply("Still sunny."))
     weatherbot.run("And now?", session_id="fixed_id_for_demo", user_id="alice")
 
 
-def stored_sessions(path: Path) -> list[AgentSession]:
+def stored_sessions(db: BaseDb) -> list[AgentSession]:
     """The agent sessions as Agno reads them back from its own database."""
-    return SqliteDb(db_file=str(path)).get_sessions(session_type=SessionType.AGENT)
+    return db.get_sessions(session_type=SessionType.AGENT)

@@ -8,12 +8,16 @@ import json
 import shutil
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from agno.db.postgres import PostgresDb
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import Client
 
 from sessions_app.models import Agent, LLMCall, Message, Run, Session, SessionSource, User
@@ -22,6 +26,7 @@ from sessions_app.services.dashboard import Scope
 from sessions_app.services.rollups import fill
 from tests import agno2_db
 from tests.apiclient import api_client
+from tests.conftest import database_url_for_subprocess
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +36,7 @@ AGNO1_DB = Path(__file__).parent / "fixtures" / "agno1" / "agno1_sessions.sqlite
 @pytest.fixture(scope="session")
 def agno2_built(upstream_server, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("agno2") / "agno.db"
-    agno2_db.build(path, upstream_server)
+    agno2_db.build(agno2_db.sqlite(path), upstream_server)
     upstream_server.reset(counters=True)
     return path
 
@@ -87,7 +92,15 @@ def own_turn(messages: list[Any]) -> list[tuple[str, str]]:
 def test_every_run_comes_in_as_agno_stored_it(agno2):
     report = import_agno("--db", str(agno2))
 
-    stored = agno2_db.stored_sessions(agno2)
+    assert_as_agno_stored(agno2_db.stored_sessions(agno2_db.sqlite(agno2)))
+    weather = Run.objects.get(session_id="fixed_id_for_demo", position=2)
+    assert tool_calls_in_parley(weather) == [
+        ("call_1", "weather", {"city": "Rome"}, "Sunny in Rome")
+    ]
+    assert "team_1: a team session" in report
+
+
+def assert_as_agno_stored(stored: list[Any]) -> None:
     assert {"fixed_id_for_demo", "session_101"} < {s.session_id for s in stored}
     assert len(stored) == 3
     for agno in stored:
@@ -120,11 +133,32 @@ def test_every_run_comes_in_as_agno_stored_it(agno2):
             ]
             assert tool_calls_in_parley(run) == agno_tools
 
-    weather = Run.objects.get(session_id="fixed_id_for_demo", position=2)
-    assert tool_calls_in_parley(weather) == [
-        ("call_1", "weather", {"city": "Rome"}, "Sunny in Rome")
-    ]
-    assert "team_1: a team session" in report
+
+@pytest.fixture
+def agno2_postgres(upstream_server) -> Iterator[tuple[str, Any]]:
+    """Agno's own PostgreSQL store (schema `ai`, as Agno makes it) in the test database."""
+    if connection.vendor != "postgresql":
+        pytest.skip("Agno's PostgreSQL store is tested when the tests run on PostgreSQL")
+    url = database_url_for_subprocess()
+    store = PostgresDb(db_url=url.replace("postgres://", "postgresql+psycopg://", 1))
+    agno2_db.build(store, upstream_server)
+    upstream_server.reset(counters=True)
+    yield url, store
+    store.db_engine.dispose()
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("DROP SCHEMA ai CASCADE")
+
+
+def test_a_postgresql_store_is_read_like_a_sqlite_one(agno2_postgres):
+    url, store = agno2_postgres
+    err = io.StringIO()
+    out = io.StringIO()
+    call_command("import_agno", "--db", url, stdout=out, stderr=err)
+
+    assert "Agno 2.x table ai.agno_sessions: 4 sessions read." in out.getvalue()
+    assert "4/4" in err.getvalue()  # the progress bar
+    assert_as_agno_stored(agno2_db.stored_sessions(store))
+    assert "3 unchanged" in import_agno("--db", url.replace("postgres://", "postgresql://", 1))
 
 
 def test_state_summary_users_and_agents_are_kept(agno2):
@@ -162,7 +196,7 @@ def test_a_second_import_changes_nothing(agno2):
 def test_a_session_that_grew_in_agno_gains_only_its_new_run(agno2, upstream_server):
     import_agno("--db", str(agno2))
     before = everything()
-    agno2_db.add_turn(agno2, upstream_server)
+    agno2_db.add_turn(agno2_db.sqlite(agno2), upstream_server)
 
     report = import_agno("--db", str(agno2))
 
