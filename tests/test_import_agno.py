@@ -165,6 +165,7 @@ def test_state_summary_users_and_agents_are_kept(agno2):
     report = import_agno("--db", str(agno2))
 
     bobs = Session.objects.get(pk="session_101")
+    assert bobs.session_name == "Plan a trip."  # Agno kept no name: its first message, as here
     assert bobs.session_state == {"destination": "Rome"}
     assert bobs.summary["summary"] == "Bob plans a trip to Rome in May."
     assert bobs.summary["topics"] == ["travel"]

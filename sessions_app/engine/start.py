@@ -2,8 +2,9 @@
 
 Runs asked for while others are being created are created together (see dbthread.Batcher): a
 hundred users pressing Send in the same second would otherwise queue a run's queries a hundred
-times over on the one thread that database work shares. The database allows one active run per session (a partial unique
-constraint), so two sends can never interleave, across any number of processes.
+times over on the one thread that database work shares. The database allows one active run per
+session (a partial unique constraint), so two sends can never interleave, across any number of
+processes.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from sessions_app.process import WORKER_ID
 from sessions_app.services import ratelimit, tokens, tools
 from sessions_app.services.access import get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
+from sessions_app.services.sessions import default_session_name
 
 
 @dataclass
@@ -61,12 +63,6 @@ def validate_input(text: Any) -> str:
             f"The message is too long ({len(text)} characters; the limit is {limit}).", 413
         )
     return text
-
-
-def default_session_name(text: str, limit: int = 60) -> str:
-    """A new session is named after its first message until someone renames it."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 async def start_run(

@@ -34,6 +34,12 @@ class SessionIdTaken(Exception):
     """A session with the id asked for exists already (anyone's)."""
 
 
+def default_session_name(text: str, limit: int = 60) -> str:
+    """A new session is named after its first message until someone renames it."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
 def list_sessions(
     user: User,
     *,

@@ -34,6 +34,7 @@ from sessions_app.services.agno_import.parse import (
     AgnoSession,
     Skip,
 )
+from sessions_app.services.sessions import default_session_name
 
 METRIC_COLUMNS = (
     "input_tokens",
@@ -123,7 +124,8 @@ def _new_session(parsed: AgnoSession, user: User, agent: Agent) -> Session:
         user=user,
         agent=agent,
         source=SessionSource.AGNO,
-        session_name=parsed.session_name,
+        # Named as Parley names its own sessions when Agno kept no name.
+        session_name=parsed.session_name or _first_input(parsed),
         name_source=NameSource.USER if parsed.session_name else NameSource.FIRST_MESSAGE,
         session_state=parsed.session_state,
         metadata=parsed.metadata,
@@ -134,6 +136,10 @@ def _new_session(parsed: AgnoSession, user: User, agent: Agent) -> Session:
         created_at=parsed.created_at, updated_at=parsed.updated_at
     )
     return session
+
+
+def _first_input(parsed: AgnoSession) -> str:
+    return default_session_name(parsed.runs[0].input) if parsed.runs else ""
 
 
 def _add_runs(
