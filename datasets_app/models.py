@@ -10,6 +10,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from sessions_app.ids import SESSION_ID_MAX_LENGTH
+
 
 class Dataset(models.Model):
     dataset_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -78,7 +80,10 @@ class DatasetItem(models.Model):
         "sessions_app.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     source_run_id = models.UUIDField(null=True, blank=True)
-    source_session_id = models.UUIDField(null=True, blank=True)
+    # Null, not "", when there is none, as the other provenance ids.
+    source_session_id = models.CharField(  # noqa: DJ001
+        max_length=SESSION_ID_MAX_LENGTH, null=True, blank=True
+    )
     # For pairs: the run whose answer lost.
     other_run_id = models.UUIDField(null=True, blank=True)
     owner = models.ForeignKey(

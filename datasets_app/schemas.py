@@ -19,7 +19,7 @@ from pydantic import (
 from datasets_app import export
 from datasets_app.models import DatasetItem
 from sessions_app.api.pagination import ListQuery, PageMeta
-from sessions_app.api.types import NO_NUL, Body, Id, Text, json_integer
+from sessions_app.api.types import NO_NUL, Body, Id, SessionId, Text, json_integer
 
 Status = Literal["pending", "accepted", "rejected"]
 SplitName = Literal["train", "validation", "test"]
@@ -78,7 +78,7 @@ class ItemOut(Schema):
     dataset_id: uuid.UUID
     source: Source
     run_id: uuid.UUID | None = Field(description="The run it was taken from (a pair: the chosen).")
-    session_id: uuid.UUID | None
+    session_id: str | None
     status: Status
     split: SplitName
     messages: list[dict[str, Any]] = Field(
@@ -97,7 +97,7 @@ class ItemOut(Schema):
         return obj.source_run_id
 
     @staticmethod
-    def resolve_session_id(obj: DatasetItem) -> uuid.UUID | None:
+    def resolve_session_id(obj: DatasetItem) -> str | None:
         return obj.source_session_id
 
 
@@ -115,7 +115,7 @@ class ItemIn(Body):
 
     # A None default means "not sent"; null itself is refused.
     run_id: Id = Field(None, description="A completed run with an answer; or:")
-    session_id: Id = Field(None, description="A session with at least one completed run.")
+    session_id: SessionId = Field(None, description="A session with at least one completed run.")
     status: Status = "pending"
     split: SplitName | None = Field(None, description="Default: from the item's id.")
     use_weights: StrictBool = Field(False, description=WEIGHTS)

@@ -12,6 +12,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app.ids import SESSION_ID_MAX_LENGTH, new_session_id
+
 
 class User(AbstractUser):
     allow_training = models.BooleanField(
@@ -83,8 +85,16 @@ class NameSource(models.TextChoices):
     USER = "user"
 
 
+class SessionSource(models.TextChoices):
+    PARLEY = "parley", "Parley"
+    AGNO = "agno", "Agno import"
+
+
 class Session(models.Model):
-    session_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # A new session's id is a UUID string; an imported one keeps the id it had (see ids.py).
+    session_id = models.CharField(
+        primary_key=True, max_length=SESSION_ID_MAX_LENGTH, default=new_session_id, editable=False
+    )
     session_type = models.CharField(max_length=20, default="agent", editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="sessions")
@@ -96,6 +106,13 @@ class Session(models.Model):
     session_state = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     summary = models.JSONField(null=True, blank=True)
+    source = models.CharField(
+        max_length=10,
+        choices=SessionSource.choices,
+        default=SessionSource.PARLEY,
+        editable=False,
+        help_text="Where the session was made.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -364,7 +381,7 @@ class _DayRow(models.Model):
 class RunDay(_DayRow):
     """Runs started on `day`, and ratings given on `day`, per session, model and status."""
 
-    session_id = models.UUIDField()
+    session_id = models.CharField(max_length=SESSION_ID_MAX_LENGTH)
     user = _unchecked(settings.AUTH_USER_MODEL)
     agent = _unchecked(Agent)
     model = models.CharField(max_length=200, blank=True)

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib.admin.utils import quote
 from django.http import HttpResponse
 from django.urls import reverse
 
@@ -34,7 +35,9 @@ def _key(name: str) -> Callable[[Row], Any]:
 
 def _change(model: str, key: str) -> Callable[[Row, Scope], str | None]:
     def link(row: Row, scope: Scope) -> str | None:
-        return reverse(f"admin:sessions_app_{model}_change", args=[row[key]]) if row[key] else None
+        if not row[key]:
+            return None
+        return reverse(f"admin:sessions_app_{model}_change", args=[quote(row[key])])
 
     return link
 

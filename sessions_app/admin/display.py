@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib.admin.utils import quote
 from django.db.models import Model
 from django.urls import reverse
 from django.utils.html import format_html
@@ -57,7 +58,7 @@ def status(value: str) -> SafeString:
 
 def change_url(model: type[Model], pk: Any) -> str:
     meta = model._meta
-    return reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[pk])
+    return reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[quote(pk)])
 
 
 def link(url: str, text: Any) -> SafeString:

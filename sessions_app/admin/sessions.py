@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django import forms
@@ -16,6 +15,7 @@ from datasets_app.admin import collect, panel
 from sessions_app.admin import actions, display, transcript
 from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.admin.filters import HasErrorsFilter, HasFeedbackFilter, OwnerFilter
+from sessions_app.ids import session_id_or_none
 from sessions_app.models import ACTIVE_STATUSES, LLMCall, Run, RunStatus, Session
 from sessions_app.services.markdown import highlight_css
 from sessions_app.services.sessions import session_title, update_session
@@ -45,20 +45,23 @@ class SessionForm(forms.ModelForm):
 class SessionAdmin(collect.CollectPermission, ListAdmin):
     form = SessionForm
     list_display = [
-        "title", "owner", "agent_name", "runs", "tokens", "cost", "errors", "updated_at",
+        "title", "owner", "agent_name", "runs", "tokens", "cost", "errors", "source",
+        "updated_at",
     ]  # fmt: skip
-    list_filter = [OwnerFilter, "agent", HasErrorsFilter, HasFeedbackFilter]
+    # Where a session was made: here, or imported from Agno (manage.py import_agno).
+    list_filter = [OwnerFilter, "agent", "source", HasErrorsFilter, HasFeedbackFilter]
     search_fields = ["session_name", "user__username"]
     date_hierarchy = "created_at"
     ordering = ["-updated_at"]
     list_select_related = ["user", "agent"]
     actions = [actions.export_sessions_json, collect.add_sessions_to_dataset]
     fieldsets = [
-        (None, {"fields": ["owner_link", "agent_link", "created_at", "updated_at", "totals"]}),
+        (None, {"fields": ["owner_link", "agent_link", "source", "created_at", "updated_at"]}),
+        (None, {"fields": ["totals"]}),
         ("Editable", {"fields": ["session_name", "session_state", "metadata"]}),
         ("Memory", {"fields": ["summary_view"]}),
     ]
-    readonly_fields = ["owner_link", "agent_link", "created_at", "updated_at", "totals"]
+    readonly_fields = ["owner_link", "agent_link", "source", "created_at", "updated_at", "totals"]
     readonly_fields += ["summary_view"]
     change_form_template = "admin/sessions_app/session/change_form.html"
 
@@ -83,9 +86,8 @@ class SessionAdmin(collect.CollectPermission, ListAdmin):
     ) -> tuple[QuerySet, bool]:
         """A pasted session id finds its session, beside the name and owner searches."""
         results, duplicates = super().get_search_results(request, queryset, search_term)
-        try:
-            wanted = uuid.UUID(search_term.strip())
-        except ValueError:
+        wanted = session_id_or_none(search_term.strip())
+        if wanted is None:
             return results, duplicates
         return results | queryset.filter(pk=wanted), duplicates
 

@@ -18,7 +18,7 @@ from sessions_app.engine import InputError, RunConflict
 from sessions_app.services import outage
 from sessions_app.services.access import NotFound
 from sessions_app.services.ratelimit import RateLimited
-from sessions_app.services.sessions import SessionBusy
+from sessions_app.services.sessions import SessionBusy, SessionIdTaken
 from sessions_app.services.tokens import Unauthorized
 
 NOT_FOUND = "Not found."
@@ -66,6 +66,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
     api.add_exception_handler(PermissionDenied, detail(403, lambda e: str(e) or "Forbidden."))
     api.add_exception_handler(RunConflict, detail(409, str))
     api.add_exception_handler(SessionBusy, detail(409, str))
+    api.add_exception_handler(SessionIdTaken, detail(409, str))
     api.add_exception_handler(InputError, input_error)  # type: ignore[arg-type]
     api.add_exception_handler(RateLimited, rate_limited)  # type: ignore[arg-type]
     api.add_exception_handler(

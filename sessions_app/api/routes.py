@@ -110,32 +110,34 @@ def list_sessions(request: HttpRequest, query: Query[SessionListQuery]) -> dict[
     return paginate(sessions, query, SESSION_ORDERINGS, shape=session_service.with_metrics)
 
 
-@sessions_router.post("", response={201: SessionOut, **WRITE_ERRORS})
+@sessions_router.post("", response={201: SessionOut, 409: ErrorOut, **WRITE_ERRORS})
 def create_session(request: HttpRequest, payload: SessionIn) -> Status[Any]:
+    """A new session; `session_id` may be chosen by the caller, 409 when one has it already."""
     session = session_service.create_session(
         _user(request),
         agent_id=payload.agent_id,
         session_name=payload.session_name.strip(),
         session_state=payload.session_state,
         metadata=payload.metadata,
+        session_id=payload.session_id,
     )
     return Status(201, session)
 
 
 @sessions_router.get("/{session_id}", response={200: SessionOut, **READ_ERRORS})
-def get_session(request: HttpRequest, session_id: uuid.UUID) -> Any:
+def get_session(request: HttpRequest, session_id: str) -> Any:
     return get_session_for_user(_user(request), session_id)
 
 
 @sessions_router.patch("/{session_id}", response={200: SessionOut, **WRITE_ERRORS})
-def update_session(request: HttpRequest, session_id: uuid.UUID, payload: SessionPatch) -> Any:
+def update_session(request: HttpRequest, session_id: str, payload: SessionPatch) -> Any:
     """Change `session_name`, `session_state` or `metadata`; only the fields sent."""
     changes = payload.model_dump(exclude_unset=True)
     return session_service.update_session(_user(request), session_id, **changes)
 
 
 @sessions_router.delete("/{session_id}", response={204: None, 409: ErrorOut, **WRITE_ERRORS})
-def delete_session(request: HttpRequest, session_id: uuid.UUID) -> Status[None]:
+def delete_session(request: HttpRequest, session_id: str) -> Status[None]:
     """409 while a run is in progress in it: cancel that first."""
     session_service.delete_session(_user(request), session_id)
     return Status(204, None)
@@ -143,7 +145,7 @@ def delete_session(request: HttpRequest, session_id: uuid.UUID) -> Status[None]:
 
 @sessions_router.get("/{session_id}/runs", response={200: RunList, **READ_ERRORS})
 def list_session_runs(
-    request: HttpRequest, session_id: uuid.UUID, query: Query[RunListQuery]
+    request: HttpRequest, session_id: str, query: Query[RunListQuery]
 ) -> dict[str, Any]:
     """Its runs, oldest first by default, each with its metrics."""
     session = get_session_for_user(_user(request), session_id)
@@ -154,7 +156,7 @@ def list_session_runs(
 
 @sessions_router.get("/{session_id}/messages", response={200: MessageList, **READ_ERRORS})
 def list_session_messages(
-    request: HttpRequest, session_id: uuid.UUID, query: Query[MessageListQuery]
+    request: HttpRequest, session_id: str, query: Query[MessageListQuery]
 ) -> dict[str, Any]:
     """Its stored messages in conversation order (Agno's `get_messages_for_session`)."""
     messages = session_service.get_messages_for_session(_user(request), session_id)

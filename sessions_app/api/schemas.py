@@ -19,6 +19,7 @@ from sessions_app.api.types import (
     Body,
     Id,
     JSONObject,
+    SessionId,
     Text,
     When,
     json_integer,
@@ -34,7 +35,7 @@ class ErrorOut(Schema):
 class UpstreamErrorOut(Schema):
     detail: str
     run_id: uuid.UUID
-    session_id: uuid.UUID
+    session_id: str
 
 
 # -- metrics ---------------------------------------------------------------------------------
@@ -187,7 +188,7 @@ SessionName = Annotated[str, StringConstraints(strict=True, max_length=200, patt
 
 
 class SessionOut(Schema):
-    session_id: uuid.UUID
+    session_id: str
     session_type: str
     agent_id: uuid.UUID
     user_id: str = Field(description="The owner's username.")
@@ -210,6 +211,10 @@ class SessionOut(Schema):
 
 
 class SessionIn(Body):
+    session_id: SessionId | None = Field(
+        None,
+        description="Default: a new UUID. Letters, digits and ._:- (up to 128); 409 when taken.",
+    )
     agent_id: Id | None = Field(None, description="Default: the default agent.")
     session_name: SessionName = ""
     session_state: JSONObject | None = Field(None, description="Merged over the agent's.")
@@ -251,7 +256,7 @@ class FeedbackOut(Schema):
 
 class RunOut(Schema):
     run_id: uuid.UUID
-    session_id: uuid.UUID
+    session_id: str
     agent_id: uuid.UUID
     user_id: str = Field(description="The username of who ran it.")
     status: Literal["PENDING", "RUNNING", "COMPLETED", "ERROR", "CANCELLED", "INTERRUPTED"]
@@ -289,7 +294,7 @@ class RunIn(Body):
         description="The user's message. Longer than the server's limit: 413."
     )
     agent_id: Id | None = Field(None, description="Default: the session's agent.")
-    session_id: Id | None = Field(None, description="Omitted: a new session is created.")
+    session_id: SessionId | None = Field(None, description="Omitted: a new session is created.")
     stream: StrictBool = Field(False, description="Answer text/event-stream instead of JSON.")
     session_state: JSONObject | None = Field(None, description="Merged into the session's.")
 
@@ -340,7 +345,7 @@ class MessageList(Schema):
 
 class RunEventBase(Schema):
     run_id: uuid.UUID
-    session_id: uuid.UUID
+    session_id: str
     seq: int = Field(ge=1, description="1, 2, … without gaps within a run.")
 
 

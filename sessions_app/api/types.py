@@ -24,6 +24,8 @@ from pydantic import (
 )
 from typing_extensions import TypeAliasType
 
+from sessions_app.ids import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
+
 # PostgreSQL refuses NUL in text and jsonb: refused up front, and said so in the schema.
 NO_NUL = r"^[^\x00]*$"
 # ...and at least one character that str.strip() keeps. The spaces are spelled out: `\s` means
@@ -82,6 +84,10 @@ def _utc(value: date | datetime) -> date | datetime:
 
 Text = Annotated[str, StringConstraints(strict=True, pattern=NO_NUL)]
 Id = Annotated[uuid.UUID, BeforeValidator(_canonical_uuid)]
+SessionId = Annotated[
+    str,
+    StringConstraints(strict=True, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN),
+]
 When = Annotated[datetime | date, BeforeValidator(_date_or_datetime), AfterValidator(_utc)]
 _JSONScalar = StrictBool | StrictInt | StrictFloat | Text
 JSONValue = TypeAliasType(  # type: ignore[misc]

@@ -22,7 +22,7 @@ class RunHandle:
     """A run streaming in this process, as its starter gets it."""
 
     run_id: uuid.UUID
-    session_id: uuid.UUID
+    session_id: str
     stream: RunStream
     task: asyncio.Task[Run] = field(repr=False)
     cancel_requested: bool = False

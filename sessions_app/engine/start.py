@@ -41,6 +41,7 @@ from sessions_app.process import WORKER_ID
 from sessions_app.services import ratelimit, tokens, tools
 from sessions_app.services.access import get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
+from sessions_app.services.sessions import default_session_name
 
 
 @dataclass
@@ -62,12 +63,6 @@ def validate_input(text: Any) -> str:
             f"The message is too long ({len(text)} characters; the limit is {limit}).", 413
         )
     return text
-
-
-def default_session_name(text: str, limit: int = 60) -> str:
-    """A new session is named after its first message until someone renames it."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 async def start_run(

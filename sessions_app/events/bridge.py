@@ -25,7 +25,8 @@ log = logging.getLogger("parley.realtime")
 
 
 def group_name(session_id: Any) -> str:
-    return f"session.{uuid.UUID(str(session_id)).hex}"
+    # Group names allow fewer characters, and fewer of them, than session ids.
+    return "session." + uuid.uuid5(uuid.NAMESPACE_URL, f"parley:session:{session_id}").hex
 
 
 def worker_channel(worker_id: str) -> str:

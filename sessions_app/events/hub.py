@@ -51,7 +51,7 @@ class Hub:
         self.subscribers: dict[str, set[_Subscriber]] = {}  # by session id
         self.bridge = Bridge(self.deliver, self.snapshot_of)
 
-    def open_stream(self, run_id: uuid.UUID, session_id: uuid.UUID) -> RunStream:
+    def open_stream(self, run_id: uuid.UUID, session_id: str) -> RunStream:
         stream = self.streams[run_id] = RunStream(run_id, session_id, self.publish)
         return stream
 

@@ -16,7 +16,7 @@ TERMINAL_EVENTS = frozenset({"RunCompleted", "RunError", "RunCancelled"})
 
 class RunStream:
     def __init__(
-        self, run_id: uuid.UUID, session_id: uuid.UUID, deliver: Callable[[Event], None]
+        self, run_id: uuid.UUID, session_id: str, deliver: Callable[[Event], None]
     ) -> None:
         self.run_id = run_id
         self.session_id = session_id

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 
+from sessions_app.ids import session_id_or_none
 from sessions_app.models import Agent, Run, Session, User
 
 
@@ -25,6 +26,13 @@ def _uuid(value: Any) -> uuid.UUID:
         raise NotFound from exc
 
 
+def _session_id(value: Any) -> str:
+    session_id = session_id_or_none(value)
+    if session_id is None:
+        raise NotFound
+    return session_id
+
+
 def sessions_for_user(user: User) -> QuerySet[Session]:
     sessions = Session.objects.all()
     return sessions if user.is_staff else sessions.filter(user=user)
@@ -37,7 +45,8 @@ def runs_for_user(user: User) -> QuerySet[Run]:
 
 def get_session_for_user(user: User, session_id: Any) -> Session:
     try:
-        return sessions_for_user(user).select_related("agent", "user").get(pk=_uuid(session_id))
+        sessions = sessions_for_user(user).select_related("agent", "user")
+        return sessions.get(pk=_session_id(session_id))
     except Session.DoesNotExist as exc:
         raise NotFound from exc
 
@@ -53,17 +62,17 @@ def get_sessions_for_owner(user: User, session_ids: list[Any]) -> list[Session |
     """Sessions to act in (run, regenerate), in one query: each a Session, or why not. Staff may
     see anyone's session (PermissionDenied), only its owner speaks in it; for anyone else a
     foreign id is NotFound, like a missing one."""
-    wanted: list[uuid.UUID | Exception] = []
+    wanted: list[str | Exception] = []
     for session_id in session_ids:
         try:
-            wanted.append(_uuid(session_id))
+            wanted.append(_session_id(session_id))
         except NotFound as exc:
             wanted.append(exc)
-    ids = [w for w in wanted if isinstance(w, uuid.UUID)]
+    ids = [w for w in wanted if isinstance(w, str)]
     found = {s.pk: s for s in sessions_for_user(user).filter(pk__in=ids).select_related("agent")}
     out: list[Session | Exception] = []
     for w in wanted:
-        session = found.get(w) if isinstance(w, uuid.UUID) else None
+        session = found.get(w) if isinstance(w, str) else None
         if session is None:
             out.append(w if isinstance(w, Exception) else NotFound())
         elif session.user_id != user.pk:

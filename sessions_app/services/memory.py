@@ -60,7 +60,7 @@ class BackgroundJobs:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def summarize(self, session_id: uuid.UUID) -> None:
+    def summarize(self, session_id: str) -> None:
         """Bring the session's summary up to date with its runs, now or after the pass running."""
         if session_id in self._summarizing:
             self._summarizing[session_id] = True  # the running pass will go again
@@ -73,7 +73,7 @@ class BackgroundJobs:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _summaries(self, session_id: uuid.UUID) -> None:
+    async def _summaries(self, session_id: str) -> None:
         try:
             while True:
                 await update_summary(session_id)
@@ -122,7 +122,7 @@ async def _record(
     ).asave()
 
 
-async def update_summary(session_id: uuid.UUID) -> dict[str, Any] | None:
+async def update_summary(session_id: str) -> dict[str, Any] | None:
     """Fold the runs since the last summary into it: {summary, topics, updated_at, upto}."""
     session = await Session.objects.select_related("agent").aget(pk=session_id)
     previous = session.summary if isinstance(session.summary, dict) else {}
@@ -196,7 +196,7 @@ def _parse_summary(text: str) -> tuple[str, list[str]]:
     return text.strip()[:2000], []
 
 
-async def generate_title(session_id: uuid.UUID) -> str | None:
+async def generate_title(session_id: str) -> str | None:
     """Ask the model for a short title; the first message stays when it can't give one."""
     session = await Session.objects.select_related("agent").aget(pk=session_id)
     if session.name_source == NameSource.USER:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
 from sessions_app.models import ACTIVE_STATUSES, Message, NameSource, Run, Session, User
@@ -28,6 +28,16 @@ _SUMMED = (
 
 class SessionBusy(Exception):
     """The session has a run in progress."""
+
+
+class SessionIdTaken(Exception):
+    """A session with the id asked for exists already (anyone's)."""
+
+
+def default_session_name(text: str, limit: int = 60) -> str:
+    """A new session is named after its first message until someone renames it."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def list_sessions(
@@ -62,9 +72,11 @@ def create_session(
     session_name: str = "",
     session_state: dict[str, Any] | None = None,
     metadata: dict[str, Any] | None = None,
+    session_id: str | None = None,
 ) -> Session:
+    """A new session; `session_id` is the caller's choice of id (ids.py), else a new UUID."""
     agent = get_agent_for_user(user, agent_id)
-    return Session.objects.create(
+    session = Session(
         user=user,
         agent=agent,
         session_name=session_name[:SESSION_NAME_MAX],
@@ -72,6 +84,14 @@ def create_session(
         session_state={**agent.session_state, **(session_state or {})},
         metadata=metadata or {},
     )
+    if session_id:
+        session.session_id = session_id
+    try:
+        with transaction.atomic():
+            session.save(force_insert=True)
+    except IntegrityError as exc:
+        raise SessionIdTaken("A session with this id exists already.") from exc
+    return session
 
 
 def update_session(user: User, session_id: Any, **changes: Any) -> Session:

@@ -8,9 +8,9 @@ read other users' sessions here.)
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
+from sessions_app.ids import session_id_or_none
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
 
 # Bounds on what a tool hands back, so one call cannot flood the context window.
@@ -120,10 +120,9 @@ def previous_sessions(user: User, current_session_id: Any, count: int) -> list[d
 
 
 def read_past_session(user: User, current_session_id: Any, session_id: Any) -> dict[str, Any]:
-    try:
-        wanted = uuid.UUID(str(session_id))
-    except ValueError as exc:
-        raise ToolError("No such session.") from exc
+    wanted = session_id_or_none(session_id)
+    if wanted is None:
+        raise ToolError("No such session.")
     session = Session.objects.filter(user=user, pk=wanted).exclude(pk=current_session_id).first()
     if session is None:
         raise ToolError("No such session.")

@@ -60,7 +60,7 @@ async def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse(body, status=200 if db_ok and layer_ok else 503)
 
 
-def _session_or_404(request: HttpRequest, session_id: uuid.UUID) -> Session:
+def _session_or_404(request: HttpRequest, session_id: str) -> Session:
     try:
         return get_session_for_user(request.user, session_id)
     except NotFound as exc:
@@ -120,7 +120,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def session_page(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
     return _chat_page(request, _session_or_404(request, session_id))
 
 
@@ -136,7 +136,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def session_rename(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_rename(request: HttpRequest, session_id: str) -> HttpResponse:
     name = (request.POST.get("session_name") or "").strip()
     if not name:
         return HttpResponse("A name cannot be empty.", status=422)
@@ -156,7 +156,7 @@ def session_rename(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
 
 @login_required
 @require_POST
-def session_delete(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_delete(request: HttpRequest, session_id: str) -> HttpResponse:
     try:
         sessions.delete_session(request.user, session_id)
     except NotFound as exc:
@@ -201,14 +201,14 @@ def _settings_context(session: Session, **extra: Any) -> dict[str, Any]:
 
 @login_required
 @require_GET
-def session_settings(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_settings(request: HttpRequest, session_id: str) -> HttpResponse:
     session = _session_or_404(request, session_id)
     return render(request, "sessions_app/_session_settings.html", _settings_context(session))
 
 
 @login_required
 @require_POST
-def session_state(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_state(request: HttpRequest, session_id: str) -> HttpResponse:
     session = _session_or_404(request, session_id)
     raw = request.POST.get("session_state", "")
     try:

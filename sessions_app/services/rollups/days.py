@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models.functions import Coalesce, TruncDate
 
 from sessions_app.models import CallDay, CallKind, LatencyDay, LLMCall, RolledDay, Run, RunDay
 from sessions_app.services.rollups import histogram
@@ -62,50 +62,80 @@ def _within(rows: QuerySet[Any], days: list[date], field: str = "created_at") ->
 
 
 def _store_runs(days: list[date]) -> None:
-    """Runs by the day they started, ratings by the day they were given."""
-    wanted = set(days)
-    sums: dict[tuple[Any, ...], Counter[str]] = defaultdict(Counter)
-    started = _within(Run.objects, days).values(*RUN_KEY).annotate(n=Count("pk"))
-    for row in started:
-        sums[tuple(row[k] for k in RUN_KEY)]["started"] += row["n"]
-    rated = _within(Run.objects.filter(feedback_rating__isnull=False), days, "feedback_at")
-    for row in rated.values(*RUN_KEY, "feedback_rating").annotate(n=Count("pk")):
-        counter = "rated_up" if row["feedback_rating"] == 1 else "rated_down"
-        sums[tuple(row[k] for k in RUN_KEY)][counter] += row["n"]
-    RunDay.objects.bulk_create(
-        (
-            RunDay(**dict(zip(RUN_KEY, key, strict=True)), **counts)
-            for key, counts in sums.items()
-            if key[0] in wanted
-        ),
-        batch_size=BATCH,
-    )
+    RunDay.objects.bulk_create(_run_days(Run.objects, days), batch_size=BATCH)
 
 
 def _store_calls(days: list[date]) -> None:
+    CallDay.objects.bulk_create(_call_days(LLMCall.objects, days), batch_size=BATCH)
+
+
+def _store_latency(days: list[date]) -> None:
+    LatencyDay.objects.bulk_create(_latency_days(LLMCall.objects, days), batch_size=BATCH)
+
+
+def _run_days(runs: QuerySet[Run], days: list[date]) -> list[RunDay]:
+    """Runs by the day they started, ratings by the day they were given."""
     wanted = set(days)
-    rows = _within(LLMCall.objects, days).values("day", "kind", "model", "agent_id", "user_id")
+    sums: dict[tuple[Any, ...], Counter[str]] = defaultdict(Counter)
+    started = _within(runs, days).values(*RUN_KEY).annotate(n=Count("pk"))
+    for row in started:
+        sums[tuple(row[k] for k in RUN_KEY)]["started"] += row["n"]
+    rated = _within(runs.filter(feedback_rating__isnull=False), days, "feedback_at")
+    for row in rated.values(*RUN_KEY, "feedback_rating").annotate(n=Count("pk")):
+        counter = "rated_up" if row["feedback_rating"] == 1 else "rated_down"
+        sums[tuple(row[k] for k in RUN_KEY)][counter] += row["n"]
+    return [
+        RunDay(**dict(zip(RUN_KEY, key, strict=True)), **counts)
+        for key, counts in sums.items()
+        if key[0] in wanted
+    ]
+
+
+def _call_days(calls: QuerySet[LLMCall], days: list[date]) -> list[CallDay]:
+    wanted = set(days)
+    rows = _within(calls, days).values("day", "kind", "model", "agent_id", "user_id")
     sums = rows.annotate(
         made=Count("pk"),
         tokens_in=Sum("input_tokens"),
         tokens_out=Sum("output_tokens"),
         spent=Sum("cost"),
     )
-    CallDay.objects.bulk_create(
-        (CallDay(**row) for row in sums if row["day"] in wanted), batch_size=BATCH
-    )
+    return [CallDay(**row) for row in sums if row["day"] in wanted]
 
 
-def _store_latency(days: list[date]) -> None:
+def _latency_days(calls: QuerySet[LLMCall], days: list[date]) -> list[LatencyDay]:
     wanted = set(days)
     counts: Counter[tuple[date, str, int]] = Counter()
-    chats = _within(LLMCall.objects.filter(kind=CallKind.CHAT), days)
+    chats = _within(calls.filter(kind=CallKind.CHAT), days)
     for day, *times in chats.values_list("day", *LATENCY).iterator(chunk_size=BATCH):
         if day in wanted:
             for field, seconds in zip(LATENCY, times, strict=True):
                 if seconds is not None:
                     counts[day, field, histogram.bucket(seconds)] += 1
-    LatencyDay.objects.bulk_create(
-        (LatencyDay(day=d, field=f, bucket=b, calls=n) for (d, f, b), n in counts.items()),
-        batch_size=BATCH,
-    )
+    return [LatencyDay(day=d, field=f, bucket=b, calls=n) for (d, f, b), n in counts.items()]
+
+
+def add_late(runs: QuerySet[Run], calls: QuerySet[LLMCall]) -> None:
+    """Runs and calls stored after their day was rolled up (imported from elsewhere): added to
+    that day's sums, so the dashboard counts them on the days they happened."""
+    days = sorted(RolledDay.objects.values_list("day", flat=True))
+    if not days:
+        return
+    with transaction.atomic():
+        _add(_run_days(runs, days), RUN_KEY, ("started", "rated_up", "rated_down"))
+        call_key = ("day", "kind", "model", "agent_id", "user_id")
+        _add(_call_days(calls, days), call_key, ("made", "tokens_in", "tokens_out", "spent"))
+        _add(_latency_days(calls, days), ("day", "field", "bucket"), ("calls",))
+
+
+def _add(rows: list[Any], key: tuple[str, ...], counters: tuple[str, ...]) -> None:
+    for row in rows:
+        same = type(row).objects.filter(**{name: getattr(row, name) for name in key})
+        added = {
+            name: Coalesce(F(name), 0, output_field=type(row)._meta.get_field(name))
+            + getattr(row, name)
+            for name in counters
+            if getattr(row, name) is not None
+        }
+        if not same.update(**added):
+            row.save()

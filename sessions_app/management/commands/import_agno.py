@@ -1,0 +1,61 @@
+"""`manage.py import_agno --db URL`: an Agno database's sessions into Parley, then a report."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from sessions_app.services.agno_import import SourceError, import_agno
+
+
+def _since(value: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise CommandError(f"--since takes a date like 2025-01-31, not {value!r}.") from exc
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+class Command(BaseCommand):
+    help = (
+        "Import the sessions of an Agno database (Agno 2.x `agno_sessions` or 1.x "
+        "`agent_sessions`), read-only, with their runs and messages. Safe to run again."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--db", required=True, help="A SQLite file (sqlite:///path) or a postgres:// URL."
+        )
+        parser.add_argument(
+            "--table", help="Default: agno_sessions, else agent_sessions (also in schema ai)."
+        )
+        parser.add_argument("--since", help="Only sessions updated on or after this date (UTC).")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Read and report; write nothing."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        since = _since(options["since"]) if options["since"] else None
+        try:
+            report = import_agno(
+                options["db"],
+                table=options["table"],
+                since=since,
+                dry_run=options["dry_run"],
+                progress=self._bar,
+            )
+        except SourceError as exc:
+            raise CommandError(str(exc)) from None
+        for line in report.lines():
+            self.stdout.write(line)
+
+    def _bar(self, rows: Iterable[dict[str, Any]], total: int) -> Iterator[dict[str, Any]]:
+        # The bar writes to the real stderr stream: Django's wrapper would add a newline to
+        # each of its redraws.
+        bar_file: TextIO = getattr(self.stderr, "_out", sys.stderr)
+        yield from tqdm(rows, total=total, unit="session", file=bar_file, desc="import")

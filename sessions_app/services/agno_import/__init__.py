@@ -1,0 +1,7 @@
+"""Importing an Agno database (its sessions table, 2.x or 1.x) into Parley."""
+
+from sessions_app.services.agno_import.importer import import_agno
+from sessions_app.services.agno_import.report import Report
+from sessions_app.services.agno_import.source import SourceError
+
+__all__ = ["Report", "SourceError", "import_agno"]

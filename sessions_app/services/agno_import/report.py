@@ -1,0 +1,73 @@
+"""What an import did, as the command prints it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sessions_app.services.agno_import.store import Stored
+
+# Skips listed one by one; those older than --since are only counted.
+LISTED = ("team", "workflow", "malformed", "conflict", "error")
+KINDS = {
+    "team": "team sessions",
+    "workflow": "workflow sessions",
+    "since": "not updated since --since",
+    "malformed": "malformed",
+    "conflict": "id conflicts",
+    "error": "failed to store",
+}
+
+
+@dataclass
+class Report:
+    layout: str = ""
+    table: str = ""
+    dry_run: bool = False
+    read: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    runs: int = 0
+    messages: int = 0
+    users_created: list[str] = field(default_factory=list)
+    agents_created: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (session_id, kind, why)
+
+    def add(self, stored: Stored) -> None:
+        self.outcomes[stored.outcome] += 1
+        self.runs += len(stored.runs)
+        self.messages += stored.messages
+        if stored.user_created and stored.user_created not in self.users_created:
+            self.users_created.append(stored.user_created)
+        if stored.agent_created and stored.agent_created not in self.agents_created:
+            self.agents_created.append(stored.agent_created)
+
+    def skip(self, session_id: object, kind: str, reason: str) -> None:
+        self.skipped.append((str(session_id or "(no session_id)"), kind, reason))
+
+    def lines(self) -> list[str]:
+        verb = "Would import" if self.dry_run else "Imported"
+        out = [
+            f"Agno {self.layout} table {self.table}: {self.read} sessions read.",
+            f"{verb} {self.outcomes['imported']} new sessions, "
+            f"{self.outcomes['grew']} grown (new runs only), "
+            f"{self.outcomes['unchanged']} unchanged: "
+            f"{self.runs} runs, {self.messages} messages.",
+        ]
+        if self.users_created:
+            out.append("Users created (inactive): " + ", ".join(self.users_created))
+        if self.agents_created:
+            out.append("Agents created: " + ", ".join(self.agents_created))
+        kinds = Counter(kind for _, kind, _ in self.skipped)
+        if kinds:
+            out.append(
+                f"Skipped {len(self.skipped)}: "
+                + ", ".join(f"{n} {KINDS.get(kind, kind)}" for kind, n in kinds.items())
+            )
+        out.extend(
+            f"  {session_id}: {reason}"
+            for session_id, kind, reason in self.skipped
+            if kind in LISTED
+        )
+        if self.dry_run:
+            out.append("Dry run: nothing was written.")
+        return out

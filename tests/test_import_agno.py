@@ -1,0 +1,403 @@
+"""`manage.py import_agno`: sessions that Agno itself stored (2.x, run here against the scripted
+upstream; 1.x, from the committed fixture) come into Parley as Agno has them, once."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from agno.db.postgres import PostgresDb
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test import Client
+
+from sessions_app.models import Agent, LLMCall, Message, Run, Session, SessionSource, User
+from sessions_app.services import dashboard
+from sessions_app.services.dashboard import Scope
+from sessions_app.services.rollups import fill
+from tests import agno2_db
+from tests.apiclient import api_client
+from tests.conftest import database_url_for_subprocess
+
+pytestmark = pytest.mark.django_db
+
+AGNO1_DB = Path(__file__).parent / "fixtures" / "agno1" / "agno1_sessions.sqlite"
+
+
+@pytest.fixture(scope="session")
+def agno2_built(upstream_server, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("agno2") / "agno.db"
+    agno2_db.build(agno2_db.sqlite(path), upstream_server)
+    upstream_server.reset(counters=True)
+    return path
+
+
+@pytest.fixture
+def agno2(agno2_built, tmp_path) -> Path:
+    """A copy of the Agno 2.x database for one test to import (and change)."""
+    return Path(shutil.copy(agno2_built, tmp_path / "agno.db"))
+
+
+def import_agno(*args: str) -> str:
+    out = io.StringIO()
+    call_command("import_agno", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def everything() -> dict[str, list[dict[str, Any]]]:
+    """Every row an import could write, to compare before and after."""
+    models = {"sessions": Session, "runs": Run, "messages": Message, "calls": LLMCall}
+    found = {name: list(model.objects.order_by("pk").values()) for name, model in models.items()}
+    found["users"] = list(User.objects.order_by("pk").values("username", "is_active", "password"))
+    found["agents"] = list(Agent.objects.order_by("pk").values())
+    return found
+
+
+def when(epoch: int) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def tool_calls_in_parley(run: Run) -> list[tuple[str, str, dict, str]]:
+    messages = list(run.messages.order_by("order"))
+    results = {m.tool_call_id: m.content for m in messages if m.role == "tool"}
+    return [
+        (call["id"], call["function"]["name"], json.loads(call["function"]["arguments"]),
+         results[call["id"]])
+        for m in messages if m.role == "assistant" and m.tool_calls
+        for call in m.tool_calls
+    ]  # fmt: skip
+
+
+def own_turn(messages: list[Any]) -> list[tuple[str, str]]:
+    """The run's own messages as Agno stored them: no history copies, no system prompt."""
+    return [
+        (m.role, m.content or "")
+        for m in messages
+        if not m.from_history and m.role in ("user", "assistant", "tool")
+    ]
+
+
+# -- Agno 2.x ----------------------------------------------------------------------------------
+
+
+def test_every_run_comes_in_as_agno_stored_it(agno2):
+    report = import_agno("--db", str(agno2))
+
+    assert_as_agno_stored(agno2_db.stored_sessions(agno2_db.sqlite(agno2)))
+    weather = Run.objects.get(session_id="fixed_id_for_demo", position=2)
+    assert tool_calls_in_parley(weather) == [
+        ("call_1", "weather", {"city": "Rome"}, "Sunny in Rome")
+    ]
+    assert "team_1: a team session" in report
+
+
+def assert_as_agno_stored(stored: list[Any]) -> None:
+    assert {"fixed_id_for_demo", "session_101"} < {s.session_id for s in stored}
+    assert len(stored) == 3
+    for agno in stored:
+        session = Session.objects.select_related("user", "agent").get(pk=agno.session_id)
+        assert session.source == SessionSource.AGNO
+        assert session.user.username == agno.user_id
+        assert session.agent.name == agno.agent_data["name"]
+        assert session.agent.model == "scripted"
+        assert session.session_state == agno.session_data["session_state"]
+        assert session.created_at == when(agno.created_at)
+        runs = list(session.runs.order_by("position"))
+        assert len(runs) == len(agno.runs)
+        for run, theirs in zip(runs, agno.runs, strict=True):
+            assert run.run_id == uuid.UUID(theirs.run_id)
+            assert (run.input, run.content) == (theirs.input.input_content, theirs.content)
+            assert run.status == getattr(theirs.status, "value", theirs.status) == "COMPLETED"
+            assert run.created_at == when(theirs.created_at)
+            assert (run.model, run.model_provider) == (theirs.model, theirs.model_provider)
+            assert run.session_state == theirs.session_state
+            metrics = theirs.metrics
+            assert (run.input_tokens, run.output_tokens, run.total_tokens) == (
+                metrics.input_tokens, metrics.output_tokens, metrics.total_tokens,
+            )  # fmt: skip
+            assert run.duration == metrics.duration
+            assert run.time_to_first_token == metrics.time_to_first_token
+            mine = [(m.role, m.content) for m in run.messages.order_by("order")]
+            assert mine == own_turn(theirs.messages)
+            agno_tools = [
+                (t.tool_call_id, t.tool_name, t.tool_args, t.result) for t in theirs.tools or []
+            ]
+            assert tool_calls_in_parley(run) == agno_tools
+
+
+@pytest.fixture
+def agno2_postgres(upstream_server) -> Iterator[tuple[str, Any]]:
+    """Agno's own PostgreSQL store (schema `ai`, as Agno makes it) in the test database."""
+    if connection.vendor != "postgresql":
+        pytest.skip("Agno's PostgreSQL store is tested when the tests run on PostgreSQL")
+    url = database_url_for_subprocess()
+    store = PostgresDb(db_url=url.replace("postgres://", "postgresql+psycopg://", 1))
+    agno2_db.build(store, upstream_server)
+    upstream_server.reset(counters=True)
+    yield url, store
+    store.db_engine.dispose()
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("DROP SCHEMA ai CASCADE")
+
+
+def test_a_postgresql_store_is_read_like_a_sqlite_one(agno2_postgres):
+    url, store = agno2_postgres
+    err = io.StringIO()
+    out = io.StringIO()
+    call_command("import_agno", "--db", url, stdout=out, stderr=err)
+
+    assert "Agno 2.x table ai.agno_sessions: 4 sessions read." in out.getvalue()
+    assert "4/4" in err.getvalue()  # the progress bar
+    assert_as_agno_stored(agno2_db.stored_sessions(store))
+    assert "3 unchanged" in import_agno("--db", url.replace("postgres://", "postgresql://", 1))
+
+
+def test_state_summary_users_and_agents_are_kept(agno2):
+    report = import_agno("--db", str(agno2))
+
+    bobs = Session.objects.get(pk="session_101")
+    assert bobs.session_name == "Plan a trip."  # Agno kept no name: its first message, as here
+    assert bobs.session_state == {"destination": "Rome"}
+    assert bobs.summary["summary"] == "Bob plans a trip to Rome in May."
+    assert bobs.summary["topics"] == ["travel"]
+    alices = set(Session.objects.filter(user__username="alice").values_list("pk", flat=True))
+    made_by_agno = (alices - {"fixed_id_for_demo"}).pop()
+    assert str(uuid.UUID(made_by_agno)) == made_by_agno
+    for name in ("alice", "bob"):
+        user = User.objects.get(username=name)
+        assert not user.is_active
+        assert not user.has_usable_password()
+    assert "Users created (inactive): alice, bob" in report
+    assert Agent.objects.get(name="Weatherbot").instructions == ""
+    assert "Imported 3 new sessions, 0 grown (new runs only), 0 unchanged: 6 runs, " in report
+    assert "Skipped 1: 1 team sessions" in report
+
+
+def test_a_second_import_changes_nothing(agno2):
+    import_agno("--db", str(agno2))
+    before = everything()
+
+    report = import_agno("--db", f"sqlite:///{agno2}")
+
+    assert everything() == before
+    assert "Imported 0 new sessions, 0 grown (new runs only), 3 unchanged: 0 runs, 0 messages" in (
+        report
+    )
+
+
+def test_a_session_that_grew_in_agno_gains_only_its_new_run(agno2, upstream_server):
+    import_agno("--db", str(agno2))
+    before = everything()
+    agno2_db.add_turn(agno2_db.sqlite(agno2), upstream_server)
+
+    report = import_agno("--db", str(agno2))
+
+    assert "0 new sessions, 1 grown (new runs only), 2 unchanged: 1 runs, 2 messages" in report
+    after = everything()
+    assert all(run in after["runs"] for run in before["runs"])
+    assert all(message in after["messages"] for message in before["messages"])
+    newest = Run.objects.get(session_id="fixed_id_for_demo", position=4)
+    assert (newest.input, newest.content) == ("And now?", "Still sunny.")
+    assert [m.role for m in newest.messages.order_by("order")] == ["user", "assistant"]
+
+
+def test_existing_users_own_their_sessions_and_the_api_shows_them(agno2, alice):
+    alice.is_active = True
+    alice.save()
+    import_agno("--db", str(agno2))
+
+    client = api_client(alice)
+    runs = client.get("/api/sessions/fixed_id_for_demo/runs").json()["data"]
+    assert [r["input"] for r in runs] == ["hi", "What is the weather in Rome?", "Thanks!"]
+    messages = client.get("/api/sessions/fixed_id_for_demo/messages").json()["data"]
+    assert [m["role"] for m in messages] == [
+        "user", "assistant", "user", "assistant", "tool", "assistant", "user", "assistant",
+    ]  # fmt: skip
+    assert client.get("/api/sessions/session_101").status_code == 404  # Bob's
+    User.objects.get(username="alice", is_active=True)
+
+
+def test_the_admin_filters_imported_sessions(agno2, django_user_model, alice, agent):
+    Session.objects.create(user=alice, agent=agent, session_name="Made here")
+    import_agno("--db", str(agno2))
+    root = django_user_model.objects.create_superuser("root", password="root-pass-123")
+    admin = Client()
+    admin.force_login(root)
+
+    imported = admin.get("/admin/sessions_app/session/", {"source__exact": "agno"})
+    made_here = admin.get("/admin/sessions_app/session/", {"source__exact": "parley"})
+
+    assert imported.status_code == made_here.status_code == 200
+    assert "fixed_id_for_demo" in imported.content.decode()
+    assert "Made here" not in imported.content.decode()
+    assert "Made here" in made_here.content.decode()
+    assert "Agno import" in admin.get("/admin/sessions_app/session/").content.decode()
+
+
+def move_to(path: Path, day: datetime) -> None:
+    """Every time in the Agno database moved to `day`, as if Agno had run then."""
+    epoch = int(day.timestamp())
+    with sqlite3.connect(path) as db:
+        for session_id, runs in db.execute("SELECT session_id, runs FROM agno_sessions").fetchall():
+            decoded = json.loads(json.loads(runs))
+            for run in decoded:
+                run["created_at"] = epoch
+                for message in run.get("messages") or []:
+                    message["created_at"] = epoch
+            db.execute(
+                "UPDATE agno_sessions SET runs = ?, created_at = ?, updated_at = ? "
+                "WHERE session_id = ?",
+                (json.dumps(json.dumps(decoded)), epoch, epoch, session_id),
+            )
+
+
+def test_the_dashboard_counts_imported_runs_on_the_days_they_happened(agno2):
+    move_to(agno2, datetime(2025, 3, 10, 12, tzinfo=UTC))
+    fill([date(2025, 3, 10), date(2025, 3, 11)])  # rolled up before the import: nothing then
+
+    import_agno("--db", str(agno2))
+
+    scope = Scope(
+        start=datetime(2025, 3, 10, tzinfo=UTC),
+        end=datetime(2025, 3, 12, tzinfo=UTC),
+        rolled_until=date(2025, 3, 20),
+    )
+    charts = dashboard.build(scope).charts
+    assert {d["key"]: d["data"] for d in charts["runs_by_status"]["datasets"]} == {
+        "COMPLETED": [6, 0]
+    }
+    tokens = sum(Run.objects.values_list("total_tokens", flat=True))
+    by_model = {d["key"]: d["data"] for d in charts["tokens_by_model"]["datasets"]}
+    assert sum(by_model["model:scripted"]) > 0
+    assert sum(LLMCall.objects.values_list("total_tokens", flat=True)) <= tokens
+
+
+def test_a_dry_run_reports_and_writes_nothing(agno2):
+    report = import_agno("--db", str(agno2), "--dry-run")
+
+    assert "Would import 3 new sessions" in report
+    assert "Users created (inactive): alice, bob" in report
+    assert "Dry run: nothing was written." in report
+    assert not Session.objects.exists()
+    assert not User.objects.exists()
+
+
+def test_since_leaves_out_sessions_not_updated_since(agno2):
+    report = import_agno("--db", str(agno2), "--since", "2999-01-01")
+
+    assert "Skipped 4: 3 not updated since --since, 1 team sessions" in report
+    assert not Session.objects.exists()
+
+
+# -- rows that cannot come in -----------------------------------------------------------------
+
+
+def add_row(path: Path, **values: Any) -> None:
+    row = {"session_type": "agent", "agent_id": "weather-agent", "created_at": 1, **values}
+    columns = ", ".join(row)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            f"INSERT INTO agno_sessions ({columns}) VALUES ({', '.join('?' * len(row))})",
+            list(row.values()),
+        )
+
+
+def test_malformed_rows_are_reported_by_id_and_skipped_whole(agno2):
+    good_run = {"run_id": str(uuid.uuid4()), "created_at": 1, "content": "fine", "messages": []}
+    add_row(agno2, session_id="bad_json", user_id="carol", runs='[{"run_id": ')
+    add_row(agno2, session_id="no_user", runs="[]")
+    add_row(agno2, session_id="half_good", user_id="carol", runs=json.dumps([good_run, {}]))
+    add_row(agno2, session_id="has space", user_id="carol", runs="[]")
+    add_row(agno2, session_id="flow_1", session_type="workflow", user_id="carol", runs="[]")
+
+    report = import_agno("--db", str(agno2))
+
+    assert "  bad_json: bad JSON in runs" in report
+    assert "  no_user: no user_id (or longer than 150 characters)" in report
+    assert "  half_good: a run without run_id" in report
+    assert "  has space: session_id is not letters, digits and ._:- (up to 128 characters)" in (
+        report
+    )
+    assert "  flow_1: a workflow session" in report
+    assert "Imported 3 new sessions" in report
+    assert not Session.objects.filter(pk__in=["bad_json", "no_user", "half_good"]).exists()
+    assert not Run.objects.filter(pk=good_run["run_id"]).exists()
+    assert not User.objects.filter(username="carol").exists()
+
+
+def test_an_id_taken_by_a_session_made_here_is_reported_and_left_alone(agno2, alice, agent):
+    Session.objects.create(session_id="session_101", user=alice, agent=agent, session_name="Mine")
+
+    report = import_agno("--db", str(agno2))
+
+    assert "  session_101: a Parley session has this id already" in report
+    assert Session.objects.get(pk="session_101").session_name == "Mine"
+    assert not Run.objects.filter(session_id="session_101").exists()
+
+
+def test_a_missing_database_or_table_is_a_clear_error(tmp_path):
+    with pytest.raises(CommandError, match="No SQLite file at"):
+        import_agno("--db", str(tmp_path / "nothing.db"))
+    sqlite3.connect(tmp_path / "empty.db").close()
+    with pytest.raises(CommandError, match="No Agno sessions table found"):
+        import_agno("--db", str(tmp_path / "empty.db"))
+
+
+# -- Agno 1.x ----------------------------------------------------------------------------------
+
+
+def agno1_sessions() -> list[dict[str, Any]]:
+    with sqlite3.connect(AGNO1_DB) as db:
+        db.row_factory = sqlite3.Row
+        rows = [dict(row) for row in db.execute("SELECT * FROM agent_sessions")]
+    for row in rows:
+        for column in ("memory", "session_data", "agent_data"):
+            row[column] = json.loads(row[column]) if row[column] else None
+    return rows
+
+
+def test_agno_1_sessions_come_in_from_their_memory(tmp_path):
+    copy = Path(shutil.copy(AGNO1_DB, tmp_path / "agno1.db"))
+    report = import_agno("--db", str(copy))
+
+    assert "Agno 1.x table agent_sessions" in report
+    stored = agno1_sessions()
+    assert {row["user_id"] for row in stored} == {"alice", "bob"}
+    for row in stored:
+        session = Session.objects.get(pk=row["session_id"])
+        assert session.user.username == row["user_id"]
+        assert session.session_state == row["session_data"]["session_state"]
+        runs = list(session.runs.order_by("position"))
+        assert len(runs) == len(row["memory"]["runs"])
+        for run, theirs in zip(runs, row["memory"]["runs"], strict=True):
+            assert run.run_id == uuid.UUID(theirs["run_id"])
+            assert run.content == theirs["content"]
+            assert run.status == "COMPLETED"
+            assert run.input_tokens == sum(theirs["metrics"]["input_tokens"])
+            assert run.output_tokens == sum(theirs["metrics"]["output_tokens"])
+            assert run.duration == pytest.approx(sum(theirs["metrics"]["time"]))
+            own = [
+                (m["role"], m.get("content") or "")
+                for m in theirs["messages"]
+                if not m.get("from_history") and m["role"] in ("user", "assistant", "tool")
+            ]
+            assert [(m.role, m.content) for m in run.messages.order_by("order")] == own
+            assert run.input == own[0][1]
+    weather = Run.objects.get(session_id="fixed_id_for_demo", position=2)
+    assert tool_calls_in_parley(weather) == [
+        ("call_1", "weather", {"city": "Rome"}, "Sunny in Rome")
+    ]
+    bobs = Session.objects.get(pk="session_101")
+    assert bobs.summary["summary"] == "Bob plans a trip to Rome in May."
+    assert bobs.session_state["destination"] == "Rome"
+
+    assert "0 new sessions" in import_agno("--db", str(copy))
