@@ -16,8 +16,8 @@ from sessions_app.models import Session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("sessions_app", "0007_fewshot_and_training_consent"), ("datasets_app", "0001_datasets")]
-AFTER = [("sessions_app", "0008_session_string_ids"), ("datasets_app", "0002_session_string_ids")]
+BEFORE = [("sessions_app", "0008_login_failures"), ("datasets_app", "0001_datasets")]
+AFTER = [("sessions_app", "0009_session_string_ids"), ("datasets_app", "0002_session_string_ids")]
 
 
 def migrate(targets: list[tuple[str, str]]):

@@ -68,7 +68,7 @@ class World:
 
     def placeholders(self) -> dict[str, str]:
         return {
-            "<uuid:session_id>": str(self.session.pk),
+            "<session_id:session_id>": str(self.session.pk),
             "<uuid:run_id>": str(self.run.pk),
             "<int:token_id>": str(self.token.pk),
             "<uuid:dataset_id>": str(self.dataset.pk),
@@ -151,11 +151,11 @@ PUBLIC = roles(200, 200, 200, 200)
 PAGES = [
     Case("GET", "healthz", PUBLIC),
     Case("GET", "", SIGNED_IN),
-    Case("GET", "s/<uuid:session_id>/", OWN_PAGE),
-    Case("POST", "s/<uuid:session_id>/rename", OWN_PAGE, {"session_name": "renamed"}),
-    Case("POST", "s/<uuid:session_id>/delete", roles(LOGIN, 204, 404, 204)),
-    Case("GET", "s/<uuid:session_id>/settings", OWN_PAGE),
-    Case("POST", "s/<uuid:session_id>/state", OWN_PAGE, {"session_state": '{"a": 1}'}),
+    Case("GET", "s/<session_id:session_id>/", OWN_PAGE),
+    Case("POST", "s/<session_id:session_id>/rename", OWN_PAGE, {"session_name": "renamed"}),
+    Case("POST", "s/<session_id:session_id>/delete", roles(LOGIN, 204, 404, 204)),
+    Case("GET", "s/<session_id:session_id>/settings", OWN_PAGE),
+    Case("POST", "s/<session_id:session_id>/state", OWN_PAGE, {"session_state": '{"a": 1}'}),
     Case("GET", "sessions/", SIGNED_IN),
     Case("GET", "settings/", SIGNED_IN),
     Case("POST", "settings/", roles(LOGIN, 302, 302, 302), {"allow_training": "on"}),

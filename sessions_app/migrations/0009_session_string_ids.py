@@ -41,7 +41,7 @@ def undash_sqlite_ids(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0007_fewshot_and_training_consent'),
+        ('sessions_app', '0008_login_failures'),
     ]
 
     operations = [

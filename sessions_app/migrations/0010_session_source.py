@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0008_session_string_ids'),
+        ('sessions_app', '0009_session_string_ids'),
     ]
 
     operations = [
