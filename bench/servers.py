@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from project.children import free_port
 from project.listening import daphne_endpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,12 +36,6 @@ HELPER_TIMEOUT = 300.0
 
 class BenchError(RuntimeError):
     """A server or helper did not do what the benchmark needs."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _git(*args: str) -> str:

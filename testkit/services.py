@@ -29,13 +29,9 @@ from pathlib import Path
 
 import psycopg
 
-__all__ = ["PrivatePostgres", "PrivateRedis", "free_port"]
+from project.children import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["PrivatePostgres", "PrivateRedis"]
 
 
 def _wait_for_port(port: int, timeout: float, what: str) -> None:

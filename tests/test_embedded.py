@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from project.children import free_port
 from sessions_app import engine
-from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError, free_port
+from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
 from sessions_app.models import Agent, RunStatus
 from tests.conftest import ROOT, subprocess_env
 

@@ -20,10 +20,11 @@ from channels.layers import get_channel_layer
 from websockets.asyncio.client import ClientConnection, connect
 
 from project import layers
+from project.children import free_port
 from sessions_app import events
 from sessions_app.events.bridge import group_name
 from testkit.parley import ParleyProcess
-from testkit.services import PrivateRedis, free_port
+from testkit.services import PrivateRedis
 from testkit.upstream import Reply, ScriptedUpstream
 from tests.faults.conftest import PASSWORD, api_client, parley_env, prepare
 from tests.waiting import until
