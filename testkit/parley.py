@@ -1,5 +1,6 @@
-"""Parley as its own process (`manage.py serve`) on a free loopback port, for tests that need a
-server to outlive what they break (its database, its Redis) or to fail to start.
+"""Parley as its own process (`manage.py serve`) on a free loopback port: one daphne, or with
+``workers=N`` the deployed shape (N daphne processes behind nginx), for tests that need a server
+to outlive what they break (its database, its Redis), to fail to start, or to run as deployed.
 
 Usage::
 
@@ -8,30 +9,52 @@ Usage::
     with parley:                         # serve, once /healthz answers (whatever it says)
         httpx.get(parley.url("/healthz"))
     parley.output()                      # what it printed, for a failure's message
+
+    deployed = ParleyProcess(env, workers=2).start(healthy=True)
+    deployed.base_url                    # nginx's
+    deployed.worker_urls()               # each daphne's own, as serve printed them
+    deployed.stop()
 """
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 
-from testkit.services import free_port
+from project.children import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+# serve --workers N names each daphne it starts, and its own URL, before it serves.
+WORKER_LINE = re.compile(r"^(worker \d+): daphne on (http://127\.0\.0\.1:\d+)/", re.MULTILINE)
 
 
 class ParleyProcess:
-    def __init__(self, env: dict[str, str], port: int | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        port: int | None = None,
+        *,
+        workers: int = 1,
+        extra_args: Sequence[str] = (),
+        log: Path | None = None,
+    ) -> None:
         self.env = {**env, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         self.port = port or free_port()
+        self.workers = workers
+        self.extra_args = list(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix="parley-serve-", suffix=".log")
+        if log is None:  # removed with this object
+            self._log_file = tempfile.NamedTemporaryFile(prefix="parley-serve-", suffix=".log")
+            log = Path(self._log_file.name)
+        self.log = log
 
     def manage(self, *args: str) -> str:
         """Run another management command with the same settings; its output."""
@@ -47,33 +70,53 @@ class ParleyProcess:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
         return done.stdout
 
+    def command(self) -> list[str]:
+        """`serve` as this process runs it (for a test that runs it its own way)."""
+        options = ["--host", "127.0.0.1", "--port", str(self.port)]
+        if self.workers > 1:
+            options += ["--workers", str(self.workers)]
+        return [sys.executable, "manage.py", "serve", *options, *self.extra_args]
+
     def launch(self) -> subprocess.Popen[bytes]:
         """Start `serve` without waiting for it (to watch it refuse to start)."""
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--port", str(self.port)],
-            cwd=ROOT,
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                self.command(), cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
         return self.process
 
-    def start(self, timeout: float = 60.0) -> ParleyProcess:
-        """Start `serve` and wait until it answers HTTP."""
+    def start(self, timeout: float = 60.0, *, healthy: bool = False) -> ParleyProcess:
+        """Start `serve` and wait until it answers HTTP (with `healthy`, until /healthz says
+        200); with several workers, until serve has said it serves too. Stopped on failure."""
         process = self.launch()
         deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"serve exited with {process.returncode}:\n{self.output()}")
-            if time.monotonic() >= deadline:
-                raise RuntimeError(f"serve did not answer within {timeout} s:\n{self.output()}")
-            try:
-                httpx.get(self.url("/healthz"), timeout=5)
-                return self
-            except httpx.HTTPError:
+        try:
+            while not self._serving(healthy):
+                if process.poll() is not None:
+                    raise RuntimeError(f"serve exited with {process.returncode}:\n{self.tail()}")
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(f"serve did not answer within {timeout} s:\n{self.tail()}")
                 time.sleep(0.2)
+        except BaseException:
+            self.stop()
+            raise
+        found = len(self.worker_urls())
+        if self.workers > 1 and found != self.workers:
+            self.stop()
+            raise RuntimeError(f"serve named {found} of {self.workers} workers:\n{self.tail()}")
+        return self
+
+    def _serving(self, healthy: bool) -> bool:
+        if self.workers > 1 and f"({self.workers} workers)" not in self.output():
+            return False
+        try:
+            status = httpx.get(self.url("/healthz"), timeout=5).status_code
+        except httpx.HTTPError:
+            return False
+        return status == 200 or not healthy
 
     def stop(self) -> None:
+        """Ctrl-C, as a person stops it; killed if it has not stopped within 30 s."""
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
@@ -90,9 +133,22 @@ class ParleyProcess:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    @property
+    def base_url(self) -> str:
+        """http://127.0.0.1:PORT, without a slash: nginx's, with several workers."""
+        return f"http://127.0.0.1:{self.port}"
+
     def url(self, path: str = "/", scheme: str = "http") -> str:
         return f"{scheme}://127.0.0.1:{self.port}{path}"
 
+    def worker_urls(self) -> list[str]:
+        """Each daphne's own base URL, in serve's order (none with one worker); the latest
+        start's, when it was started more than once."""
+        return list(dict(WORKER_LINE.findall(self.output())).values())
+
     def output(self) -> str:
         """Everything serve printed so far."""
-        return Path(self.log.name).read_text(errors="replace")
+        return self.log.read_text(errors="replace")
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])

@@ -6,16 +6,14 @@ import errno
 import selectors
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
 from project.listening import LISTEN_BACKLOG, daphne_endpoint
-from sessions_app.llm.embedded import free_port
-from tests.conftest import ROOT, subprocess_env
+from testkit.parley import ParleyProcess
+from tests.conftest import subprocess_env
 
 BURST = 200  # four times daphne's own default queue of 50
 
@@ -68,37 +66,14 @@ def test_serve_queues_a_burst_of_connections_while_it_is_busy():
     """A server busy with other work (here: stopped outright) accepts no connection for a
     while. The kernel completes new ones into the listen queue meanwhile; past the queue's size
     it drops them, and each dropped client waits a second before it tries again."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=subprocess_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, "serve exited at start"
-            assert time.monotonic() < deadline, "serve did not answer within a minute"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        server.send_signal(signal.SIGSTOP)
+    with ParleyProcess(subprocess_env()) as server:
+        assert server.process is not None
+        server.process.send_signal(signal.SIGSTOP)
         try:
             burst = _burst()
             assert 50 < burst <= LISTEN_BACKLOG
-            assert _connect_all(port, burst, within=0.8) == burst
+            assert _connect_all(server.port, burst, within=0.8) == burst
         finally:
-            server.send_signal(signal.SIGCONT)
+            server.process.send_signal(signal.SIGCONT)
         # Once it runs again, it serves as before.
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code in (200, 503)
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        assert httpx.get(server.url("/healthz"), timeout=10).status_code in (200, 503)

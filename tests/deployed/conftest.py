@@ -4,9 +4,9 @@ package and stopped with everything it started.
 
 Fixtures, for plain ``def`` tests marked ``@pytest.mark.django_db(transaction=True)``:
 
-- ``deployed -> Deployment``: the package's deployment, ``url`` (nginx) and ``workers`` (each
-  daphne's own loopback URL, so that a test can put a browser on one process and a client on
-  the other); the scripted model reset for the test.
+- ``deployed -> ParleyProcess``: the package's deployment, ``base_url`` (nginx) and
+  ``worker_urls()`` (each daphne's own loopback URL, so that a test can put a browser on one
+  process and a client on the other); the scripted model reset for the test.
 - ``serve_environment -> dict``: what it is started with, for a test that starts (and stops)
   one of its own with ``launch``.
 - ``browser``, ``log_in``: Debian's Chromium, as in tests/e2e.
@@ -18,49 +18,24 @@ nginx is missing outside CI.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 import redis
 from django.db import connection
 
-from project.children import free_port
 from project.nginx import find_nginx
 from sessions_app.models import Run
+from testkit.parley import ParleyProcess
 from testkit.upstream import ScriptedUpstream
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import subprocess_env
 from tests.e2e.conftest import browser, log_in  # noqa: F401 (fixtures of this package too)
 
 REDIS_URL = os.getenv("REDIS_URL") or "redis://127.0.0.1:6379/0"
 STARTUP_TIMEOUT = 90.0  # two Django processes and nginx, on a loaded machine
-MANAGE = [sys.executable, str(ROOT / "manage.py")]
-WORKER_LINE = re.compile(r"^(worker \d+): daphne on (http://127\.0\.0\.1:\d+)/", re.MULTILINE)
-
-
-@dataclass
-class Deployment:
-    url: str
-    workers: dict[str, str]  # "worker 1" -> its own URL
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def tail(self, lines: int = 60) -> str:
-        return "\n".join(self.output().splitlines()[-lines:])
-
-    def worker_urls(self) -> list[str]:
-        return list(self.workers.values())
 
 
 def pid_of_run(run_id: str) -> int:
@@ -80,51 +55,9 @@ def _unavailable() -> str | None:
     return None
 
 
-def _wait_until_serving(deployment: Deployment) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if deployment.process.poll() is not None:
-            break
-        if "(2 workers)" in deployment.output():
-            try:
-                if httpx.get(f"{deployment.url}/healthz", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-        time.sleep(0.2)
-    raise RuntimeError(f"serve --workers 2 did not start:\n{deployment.tail()}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
-def launch(env: dict[str, str], log: Path) -> Deployment:
+def launch(env: dict[str, str], log: Path) -> ParleyProcess:
     """`serve --workers 2` on a free port, serving once this returns."""
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*MANAGE, "serve", "--workers", "2", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    deployment = Deployment(f"http://127.0.0.1:{port}", {}, process, log)
-    try:
-        _wait_until_serving(deployment)
-    except BaseException:
-        stop(process)
-        raise
-    deployment.workers = dict(WORKER_LINE.findall(deployment.output()))
-    assert len(deployment.workers) == 2, deployment.tail()
-    return deployment
+    return ParleyProcess(env, workers=2, log=log).start(STARTUP_TIMEOUT, healthy=True)
 
 
 @pytest.fixture(scope="package")
@@ -155,7 +88,7 @@ def serve_environment(
         SECURE_COOKIES="False",
     )
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser fixture for this process
-    subprocess.run([*MANAGE, "collectstatic", "--noinput", "-v0"], env=env, cwd=ROOT, check=True)
+    ParleyProcess(env).manage("collectstatic", "--noinput", "-v0")
     try:
         yield env
     finally:
@@ -165,18 +98,20 @@ def serve_environment(
 @pytest.fixture(scope="package")
 def deployment(
     serve_environment: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Deployment]:
+) -> Iterator[ParleyProcess]:
     """Started after the test database exists, stopped before it is dropped."""
     deployment = launch(serve_environment, tmp_path_factory.mktemp("serve") / "serve.log")
     try:
         yield deployment
     finally:
-        stop(deployment.process)
+        deployment.stop()
 
 
 @pytest.fixture
-def deployed(deployment: Deployment, upstream: ScriptedUpstream) -> Deployment:
+def deployed(deployment: ParleyProcess, upstream: ScriptedUpstream) -> ParleyProcess:
     """The deployment, still running; the scripted model reset for this test."""
-    if deployment.process.poll() is not None:
-        pytest.fail(f"serve exited with {deployment.process.returncode}:\n{deployment.tail()}")
+    process = deployment.process
+    if process is None or process.poll() is not None:
+        code = None if process is None else process.returncode
+        pytest.fail(f"serve exited with {code}:\n{deployment.tail()}")
     return deployment

@@ -17,9 +17,10 @@ from django.conf import settings
 from playwright.sync_api import Browser, Page, expect
 
 from sessions_app.models import Message, Run, RunStatus, User
+from testkit.parley import ParleyProcess
 from testkit.upstream import Reply, ScriptedUpstream
 from tests.apiclient import bearer
-from tests.deployed.conftest import Deployment, log_in, pid_of_run
+from tests.deployed.conftest import log_in, pid_of_run
 from tests.deployed.streams import StreamedRun, wait_until
 from tests.e2e.conftest import ACTION_TIMEOUT_MS
 
@@ -43,7 +44,7 @@ def answer_of(tokens: int) -> str:
 
 
 @pytest.fixture
-def open_page(deployment: Deployment, browser: Browser) -> Iterator:
+def open_page(deployment: ParleyProcess, browser: Browser) -> Iterator:
     """open_page(base_url, user) -> a page logged in on that server, recording streamed text.
     (The deployment first: without it, the package skips before a browser is started.)"""
     contexts = []
@@ -92,8 +93,8 @@ def assert_shown_without_gaps_or_repeats(texts: list[str], answer: str) -> None:
     assert any(0 < len(text) < len(answer) for text in texts), "never shown partly"
 
 
-def test_pages_the_api_and_static_files_answer_through_nginx(deployed: Deployment, alice: User):
-    with httpx.Client(base_url=deployed.url) as client:
+def test_pages_the_api_and_static_files_answer_through_nginx(deployed: ParleyProcess, alice: User):
+    with httpx.Client(base_url=deployed.base_url) as client:
         login = client.get("/accounts/login/")
         assert login.status_code == 200
         assert login.headers["server"].startswith("nginx")
@@ -112,10 +113,10 @@ def test_pages_the_api_and_static_files_answer_through_nginx(deployed: Deploymen
         assert client.get("/api/agents").status_code == 401
 
 
-def test_django_sees_the_scheme_a_proxy_on_loopback_reports(deployed: Deployment):
+def test_django_sees_the_scheme_a_proxy_on_loopback_reports(deployed: ParleyProcess):
     """Behind a TLS proxy on this machine, a request is HTTPS to Django: here, its CSRF check
     then wants a Referer of this site, as it does of HTTPS requests only."""
-    with httpx.Client(base_url=deployed.url) as client:
+    with httpx.Client(base_url=deployed.base_url) as client:
         form = client.get("/accounts/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
         assert token is not None
@@ -124,15 +125,15 @@ def test_django_sees_the_scheme_a_proxy_on_loopback_reports(deployed: Deployment
         assert client.post("/accounts/login/", data=data).status_code == 200
         https = {"X-Forwarded-Proto": "https"}
         assert client.post("/accounts/login/", data=data, headers=https).status_code == 403
-        referred = {**https, "Referer": f"https://{deployed.url.removeprefix('http://')}/"}
+        referred = {**https, "Referer": f"https://{deployed.base_url.removeprefix('http://')}/"}
         assert client.post("/accounts/login/", data=data, headers=referred).status_code == 200
 
 
 def test_a_chat_through_nginx_streams_over_its_websocket(
-    open_page, deployed: Deployment, alice: User, upstream: ScriptedUpstream
+    open_page, deployed: ParleyProcess, alice: User, upstream: ScriptedUpstream
 ):
     upstream.script(Reply(tokens=30, delay=0.05))
-    page = open_page(deployed.url, "alice")
+    page = open_page(deployed.base_url, "alice")
     send(page, "Count for me")
     answer = page.locator(ANSWER)
     expect(answer).to_contain_text("tok3")
@@ -141,7 +142,7 @@ def test_a_chat_through_nginx_streams_over_its_websocket(
 
 
 def test_a_page_on_one_process_follows_a_run_started_through_the_other(
-    open_page, deployed: Deployment, alice: User, upstream: ScriptedUpstream
+    open_page, deployed: ParleyProcess, alice: User, upstream: ScriptedUpstream
 ):
     here, there = deployed.worker_urls()
     upstream.script(Reply(tokens=80, delay=0.05))
@@ -163,7 +164,7 @@ def test_a_page_on_one_process_follows_a_run_started_through_the_other(
 
 
 def test_a_reload_landing_on_the_other_process_resumes_the_answer(
-    open_page, deployed: Deployment, alice: User, upstream: ScriptedUpstream
+    open_page, deployed: ParleyProcess, alice: User, upstream: ScriptedUpstream
 ):
     first, second = deployed.worker_urls()
     upstream.script(Reply(tokens=80, delay=0.05))
@@ -184,7 +185,7 @@ def test_a_reload_landing_on_the_other_process_resumes_the_answer(
 
 
 def test_a_run_is_stopped_from_the_other_process(
-    deployed: Deployment, alice: User, upstream: ScriptedUpstream
+    deployed: ParleyProcess, alice: User, upstream: ScriptedUpstream
 ):
     streaming, other = deployed.worker_urls()
     upstream.script(Reply(tokens=400, delay=0.05))
@@ -201,7 +202,7 @@ def test_a_run_is_stopped_from_the_other_process(
 
 
 def test_one_run_at_a_time_per_session_across_processes(
-    deployed: Deployment, alice: User, upstream: ScriptedUpstream
+    deployed: ParleyProcess, alice: User, upstream: ScriptedUpstream
 ):
     one, other = deployed.worker_urls()
     upstream.script(Reply(tokens=400, delay=0.05))
@@ -227,26 +228,26 @@ def test_one_run_at_a_time_per_session_across_processes(
 
 
 def test_server_sent_events_pass_through_nginx_as_they_come(
-    deployed: Deployment, alice: User, upstream: ScriptedUpstream
+    deployed: ParleyProcess, alice: User, upstream: ScriptedUpstream
 ):
     # One piece, then the model says nothing more (the run would time out after LLM_READ_TIMEOUT):
     # a proxy buffering the response would pass the first events on only with the last.
     upstream.script(Reply(tokens=2, delay=600))
-    run = StreamedRun(deployed.url, bearer(alice), input="one word, then think hard")
+    run = StreamedRun(deployed.base_url, bearer(alice), input="one word, then think hard")
     run.wait_for(1)
     assert run.content() == "tok0 "
     assert upstream.active_streams == 1, "the model's stream had ended"
     assert run.kinds() == ["RunStarted", "RunContent"]
     assert run.response_headers is not None
     assert run.response_headers["content-type"].startswith("text/event-stream")
-    httpx.post(f"{deployed.url}/api/runs/{run.run_id}/cancel", headers=bearer(alice))
+    httpx.post(f"{deployed.base_url}/api/runs/{run.run_id}/cancel", headers=bearer(alice))
     run.join()
     assert run.kinds() == ["RunStarted", "RunContent", "RunCancelled"]
     assert [data["seq"] for _, data in run.events] == [1, 2, 3]
 
 
 def test_a_worker_killed_mid_answer_leaves_an_interrupted_run_and_a_usable_session(
-    open_page, deployed: Deployment, alice: User, upstream: ScriptedUpstream
+    open_page, deployed: ParleyProcess, alice: User, upstream: ScriptedUpstream
 ):
     doomed, survivor = deployed.worker_urls()
     upstream.script(Reply(tokens=2000, delay=0.05))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.deployed.conftest import MANAGE, launch, stop
+from testkit.parley import ROOT, ParleyProcess
+from tests.deployed.conftest import launch
 from tests.deployed.streams import wait_until
 
 
@@ -66,6 +66,7 @@ def listening(url: str) -> bool:
 )
 def test_serve_stops_everything_it_started(serve_environment, tmp_path, signum):
     deployment = launch(serve_environment, tmp_path / "serve.log")
+    assert deployment.process is not None
     started = descendants(deployment.process.pid)
     # nginx's directory, which a serve that is killed leaves behind.
     prefixes = [arg for pid in started for arg in prefix_of(pid)]
@@ -77,9 +78,9 @@ def test_serve_stops_everything_it_started(serve_environment, tmp_path, signum):
         wait_until(lambda: not any(map(running, started)), "every process serve started gone")
         if signum != signal.SIGKILL:
             assert code == 0, deployment.tail()
-        assert not any(map(listening, [deployment.url, *deployment.worker_urls()]))
+        assert not any(map(listening, [deployment.base_url, *deployment.worker_urls()]))
     finally:
-        stop(deployment.process)
+        deployment.stop()
         for pid in filter(running, started):  # left behind: this test's failure, not the next's
             os.kill(pid, signal.SIGKILL)
         for prefix in prefixes:
@@ -90,11 +91,11 @@ def test_serve_exits_1_when_nginx_cannot_listen(serve_environment):
     """A failure an operator must see: serve stops its workers and exits non-zero, so that a
     service manager restarts it or reports it."""
     with socket.create_server(("127.0.0.1", 0)) as taken:
-        port = str(taken.getsockname()[1])
+        parley = ParleyProcess(serve_environment, taken.getsockname()[1], workers=2)
         served = subprocess.run(
-            [*MANAGE, "serve", "--workers", "2", "--host", "127.0.0.1", "--port", port],
+            parley.command(),
             cwd=ROOT,
-            env=serve_environment,
+            env=parley.env,
             capture_output=True,
             text=True,
             timeout=120,

@@ -5,9 +5,6 @@ over PARLEY_MAX_SOCKET_MESSAGE_BYTES while it arrives, before the application se
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -20,10 +17,10 @@ from django.db import connections
 from django.test import Client
 from websockets.sync.client import connect
 
-from sessions_app.llm.embedded import free_port
 from sessions_app.models import Run, User
+from testkit.parley import ParleyProcess
 from tests.apiclient import bearer
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import subprocess_env
 
 T = TypeVar("T")
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]
@@ -96,28 +93,12 @@ def test_runs_started_in_one_process_count_against_the_limit_in_another(
 @pytest.fixture
 def served(alice: User) -> Iterator[str]:
     """`manage.py serve` with a socket message limit of 5000 bytes; its base URL."""
-    port = free_port()
     env = subprocess_env(PARLEY_MAX_SOCKET_MESSAGE_BYTES="5000", DEBUG="True")
-    server = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    server = ParleyProcess(env).start(healthy=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        yield url
+        yield server.base_url
     finally:
-        server.terminate()
-        server.wait(timeout=20)
+        server.stop()
 
 
 def answers_to(url: str, cookie: str, message: str) -> tuple[list[str], int | None]:
