@@ -15,6 +15,7 @@ from django.test import Client
 from project.asgi import application
 from sessions_app.models import Run, RunStatus, Session
 from testkit.upstream import Reply
+from tests.chatsocket import shown_text
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,17 +53,7 @@ class Tab:
 
     def text_of(self, run_id: str) -> str:
         """The answer as this tab would show it: snapshot plus every streamed piece after it."""
-        text = ""
-        snapshot = re.compile(
-            rf'<span id="run-{run_id}-text" class="stream-text">(.*?)</span>', re.S
-        )
-        piece = re.compile(rf'<span hx-swap-oob="beforeend:#run-{run_id}-text">(.*?)</span>', re.S)
-        for frame in self.frames:
-            found = snapshot.search(frame)
-            if found:
-                text = html.unescape(found.group(1))
-            text += "".join(html.unescape(p) for p in piece.findall(frame))
-        return text
+        return shown_text(self.frames, run_id)
 
     async def close(self) -> None:
         await self.ws.disconnect()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
-import json
 import re
 import subprocess
 import uuid
@@ -17,7 +16,6 @@ import httpx
 import pytest
 import redis
 from channels.layers import get_channel_layer
-from websockets.asyncio.client import ClientConnection, connect
 
 from project import layers
 from project.children import free_port
@@ -26,6 +24,7 @@ from sessions_app.events.bridge import group_name
 from testkit.parley import ParleyProcess
 from testkit.services import PrivateRedis
 from testkit.upstream import Reply, ScriptedUpstream
+from tests.chatsocket import ChatTab
 from tests.faults.conftest import PASSWORD, api_client, parley_env, prepare
 from tests.waiting import until
 
@@ -77,43 +76,6 @@ def login_cookie(parley: ParleyProcess) -> str:
             data={"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token},
         )
         return f"sessionid={browser.cookies['sessionid']}"
-
-
-class ChatTab:
-    """A chat page's socket, from outside the server, and the frames it was sent."""
-
-    def __init__(self, socket: ClientConnection) -> None:
-        self.socket = socket
-        self.frames: list[str] = []
-
-    @classmethod
-    async def open(cls, parley: ParleyProcess, cookie: str) -> ChatTab:
-        headers = {"Origin": parley.url("").rstrip("/"), "Cookie": cookie}
-        socket = await connect(parley.url("/ws/chat/", scheme="ws"), additional_headers=headers)
-        return cls(socket)
-
-    async def send(self, **frame: str) -> None:
-        await self.socket.send(json.dumps(frame))
-
-    async def until(self, needle: str, timeout: float = 30.0) -> str:
-        async with asyncio.timeout(timeout):
-            while True:
-                frame = str(await self.socket.recv())
-                self.frames.append(frame)
-                if needle in frame:
-                    return frame
-
-    def text_of(self, run_id: str) -> str:
-        """The answer as the page shows it: what the snapshot showed, then each piece after."""
-        text = ""
-        shown = re.compile(rf'<span id="run-{run_id}-text" class="stream-text">(.*?)</span>', re.S)
-        piece = re.compile(rf'<span hx-swap-oob="beforeend:#run-{run_id}-text">(.*?)</span>', re.S)
-        for frame in self.frames:
-            found = shown.search(frame)
-            if found:
-                text = html.unescape(found.group(1))
-            text += "".join(html.unescape(p) for p in piece.findall(frame))
-        return text
 
 
 @pytest.mark.process
