@@ -9,6 +9,7 @@ import asyncio
 import html
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -69,7 +70,7 @@ def pieces_of(marker: str) -> list[str]:
     return [f"{marker}:{i} " for i in range(PIECES)]
 
 
-def tagged_echo(released: threading.Event):
+def tagged_echo(released: threading.Event) -> Callable[[dict], Reply]:
     """The model: the marker of the user message, in each piece of the answer, once released."""
 
     def reply(body: dict) -> Reply:
