@@ -22,6 +22,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time the whole machine has spent busy so far, summed over its cores: every
+    process's, ours and anyone else's (the first line of /proc/stat, less idle and iowait)."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle, iowait = fields[3], fields[4]
+    return (sum(fields[:8]) - idle - iowait) / os.sysconf("SC_CLK_TCK")
+
+
 def command_name(pid: int) -> str:
     """The process's executable name as the kernel keeps it (`nginx`, `python3.11`); "" once it
     is gone."""
