@@ -92,7 +92,8 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument(
         "--profile",
         type=Path,
-        help="py-spy profile of Parley: a flame graph (.svg) or collapsed stacks (.txt)",
+        help="py-spy profile of Parley (with --only deployed, of its first daphne process): "
+        "a flame graph (.svg) or collapsed stacks (.txt)",
     )
     parser.add_argument("--output", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
@@ -188,13 +189,21 @@ def setup(bench: Bench, figures: list[str]) -> None:
         bench.note("database: PostgreSQL (scratch database parley_bench)")
 
 
-def start_profiler(bench: Bench, path: Path) -> subprocess.Popen[bytes]:
+def _profiled(bench: Bench, figures: list[str]) -> int:
+    """The process to profile: the one-process Parley, or, when fig 1d runs alone, the first
+    of its daphne processes (the others do the same work)."""
+    if figures != ["deployed"]:
+        return bench.stack.pid("parley")
+    parts = bench.stack.processes(deployed.SERVER)
+    return next(pid for pid, part in parts.items() if part == "daphne 1")
+
+
+def start_profiler(bench: Bench, path: Path, pid: int) -> subprocess.Popen[bytes]:
     py_spy = Path(sys.executable).with_name("py-spy")
     # flame.svg: a flame graph; stacks.txt: collapsed stacks, one line each, to sum with a script.
     fmt = "raw" if path.suffix == ".txt" else "flamegraph"
-    pid = str(bench.stack.pid("parley"))
     return subprocess.Popen(
-        [str(py_spy), "record", "-o", str(path), "--format", fmt, "--pid", pid],
+        [str(py_spy), "record", "-o", str(path), "--format", fmt, "--pid", str(pid)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -229,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         setup(bench, figures)
         if args.profile:
-            profiler = start_profiler(bench, args.profile)
+            profiler = start_profiler(bench, args.profile, _profiled(bench, figures))
         asyncio.run(measure(bench, figures))
     except Exception as exc:
         for name in stack.procs:
