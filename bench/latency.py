@@ -18,6 +18,8 @@ from typing import NamedTuple
 from tqdm import tqdm
 
 from bench.clients import (
+    NGINX_IDLE_TIMEOUT,
+    SERVER_IDLE_TIMEOUT,
     ChatSocket,
     DirectClient,
     RunResult,
@@ -145,7 +147,9 @@ async def _runners(
 
         return [run_direct] * n, close_all(directs)
     if what == "sse":
-        sses = [SSEClient(stack.url(server), fixtures.token, timeout) for _ in range(n)]
+        idle = NGINX_IDLE_TIMEOUT if server in stack.serves else SERVER_IDLE_TIMEOUT
+        url, token = stack.url(server), fixtures.token
+        sses = [SSEClient(url, token, timeout, idle) for _ in range(n)]
         await connect_all(sses)
         sessions, agent = fixtures.take(n), fixtures.agent(scenario)
 
