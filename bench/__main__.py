@@ -16,13 +16,25 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench import admin, capacity, compare, dashboard, datasets, dbwork, frames, latency, lists
+from bench import (
+    admin,
+    capacity,
+    compare,
+    dashboard,
+    datasets,
+    dbwork,
+    deployed,
+    frames,
+    latency,
+    lists,
+)
 from bench.context import Bench, Fixtures, Options
 from bench.report import render
-from bench.servers import Stack
+from bench.servers import Stack, deployed_problem
 
 FIGURES: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "latency": latency.run,
+    "deployed": deployed.run,
     "frames": frames.run,
     "capacity": capacity.run,
     "dbwork": dbwork.run,
@@ -34,6 +46,7 @@ FIGURES: dict[str, Callable[[Bench], Awaitable[None]]] = {
 }
 ALIASES = {
     "1": "latency",
+    "1d": "deployed",
     "2": "capacity",
     "3": "dbwork",
     "4": "lists",
@@ -54,7 +67,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         nargs="+",
         default=[],
         metavar="FIGURE",
-        help=f"figures to run: {', '.join(FIGURES)} (or 1-8); default all",
+        help=f"figures to run: {', '.join(FIGURES)} (or 1-8, 1d); default all",
     )
     parser.add_argument("--clients", type=int, default=100, help="concurrent clients in fig 1")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
@@ -79,7 +92,8 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument(
         "--profile",
         type=Path,
-        help="py-spy profile of Parley: a flame graph (.svg) or collapsed stacks (.txt)",
+        help="py-spy profile of Parley (with --only deployed, of its first daphne process): "
+        "a flame graph (.svg) or collapsed stacks (.txt)",
     )
     parser.add_argument("--output", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
@@ -129,7 +143,8 @@ def _selected(opts: Options) -> list[str]:
 
 def setup(bench: Bench, figures: list[str]) -> None:
     stack, opts = bench.stack, bench.opts
-    steps = tqdm(total=7 if opts.against_ref else 5, desc="setup", unit="step")
+    total = 5 + (2 if opts.against_ref else 0) + ("deployed" in figures)
+    steps = tqdm(total=total, desc="setup", unit="step")
     try:
         stack.start_upstream()
         steps.update()
@@ -165,19 +180,30 @@ def setup(bench: Bench, figures: list[str]) -> None:
         if {"latency", "frames", "capacity"} & set(figures):
             stack.start_daphne("naive", "bench.naive.asgi:application", "bench.naive.settings")
         steps.update()
+        if "deployed" in figures:  # on a PostgreSQL database and a Redis database of its own
+            deployed.start(bench, models)
+            steps.update()
     finally:
         steps.close()
     if opts.db == "postgres":
         bench.note("database: PostgreSQL (scratch database parley_bench)")
 
 
-def start_profiler(bench: Bench, path: Path) -> subprocess.Popen[bytes]:
+def _profiled(bench: Bench, figures: list[str]) -> int:
+    """The process to profile: the one-process Parley, or, when fig 1d runs alone, the first
+    of its daphne processes (the others do the same work)."""
+    if figures != ["deployed"]:
+        return bench.stack.pid("parley")
+    parts = bench.stack.processes(deployed.SERVER)
+    return next(pid for pid, part in parts.items() if part == "daphne 1")
+
+
+def start_profiler(bench: Bench, path: Path, pid: int) -> subprocess.Popen[bytes]:
     py_spy = Path(sys.executable).with_name("py-spy")
     # flame.svg: a flame graph; stacks.txt: collapsed stacks, one line each, to sum with a script.
     fmt = "raw" if path.suffix == ".txt" else "flamegraph"
-    pid = str(bench.stack.pid("parley"))
     return subprocess.Popen(
-        [str(py_spy), "record", "-o", str(path), "--format", fmt, "--pid", pid],
+        [str(py_spy), "record", "-o", str(path), "--format", fmt, "--pid", str(pid)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -192,6 +218,13 @@ async def measure(bench: Bench, figures: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     opts, args = parse(argv)
     figures = _selected(opts)
+    # Fig 1d needs PostgreSQL, Redis and nginx: without them a full run goes on without it.
+    missing = deployed_problem() if "deployed" in figures else None
+    if missing and opts.only:
+        print(f"fig 1d (deployed) cannot run: {missing}", file=sys.stderr)
+        return 1
+    if missing:
+        figures.remove("deployed")
     # SIGTERM unwinds like Ctrl-C, so `finally` stops the servers and drops the database.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     started = time.monotonic()
@@ -199,11 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     check = cpu_check()
     stack = Stack(db=opts.db, redis=opts.redis)
     bench = Bench(opts=opts, stack=stack)
+    if missing:
+        bench.note(f"fig 1d (deployed) left out: {missing}")
     profiler: subprocess.Popen[bytes] | None = None
     try:
         setup(bench, figures)
         if args.profile:
-            profiler = start_profiler(bench, args.profile)
+            profiler = start_profiler(bench, args.profile, _profiled(bench, figures))
         asyncio.run(measure(bench, figures))
     except Exception as exc:
         for name in stack.procs:

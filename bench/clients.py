@@ -42,8 +42,10 @@ def expected_tail(tokens: int) -> str:
     return f"tok{tokens - 1}"
 
 
-# daphne (Twisted's HTTP server) closes a connection idle for a minute.
+# daphne (Twisted's HTTP server) closes a connection idle for a minute; nginx in front of
+# `serve --workers N` closes one idle for 50 s (deploy/nginx/parley-proxy.conf).
 SERVER_IDLE_TIMEOUT = 60.0
+NGINX_IDLE_TIMEOUT = 50.0
 
 
 def _limits(expiry: float | None = None) -> httpx.Limits:
@@ -124,11 +126,14 @@ class DirectClient:
 class SSEClient:
     """Parley's REST API: POST /api/runs with "stream": true, read as text/event-stream."""
 
-    def __init__(self, base_url: str, token: str, timeout: float) -> None:
+    def __init__(
+        self, base_url: str, token: str, timeout: float, idle: float = SERVER_IDLE_TIMEOUT
+    ) -> None:
+        """`idle`: how long the server keeps an idle connection."""
         self.http = httpx.AsyncClient(
             base_url=base_url,
             headers={"Authorization": f"Bearer {token}"},
-            limits=_limits(expiry=SERVER_IDLE_TIMEOUT - 10),
+            limits=_limits(expiry=idle - 10),
             timeout=timeout,
         )
 

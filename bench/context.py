@@ -77,10 +77,16 @@ class Bench(Fixtures):
     shared: dict[str, Any] = field(default_factory=dict)  # results one figure lends another
     # The second Parley's, when it has a database of its own (--against-ref).
     ref: Fixtures | None = None
+    # Parley's in its deployed shape, in its PostgreSQL database (fig 1d).
+    deployed: Fixtures | None = None
 
     def fixtures(self, server: str) -> Fixtures:
         """The fixtures in the database of the named server."""
-        return self.ref if server == "parley_b" and self.ref is not None else self
+        if server == "parley_b" and self.ref is not None:
+            return self.ref
+        if server == "deployed" and self.deployed is not None:
+            return self.deployed
+        return self
 
     def add(self, row: Row) -> None:
         self.rows.append(row)

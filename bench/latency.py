@@ -18,6 +18,8 @@ from typing import NamedTuple
 from tqdm import tqdm
 
 from bench.clients import (
+    NGINX_IDLE_TIMEOUT,
+    SERVER_IDLE_TIMEOUT,
     ChatSocket,
     DirectClient,
     RunResult,
@@ -28,12 +30,14 @@ from bench.clients import (
     open_sockets,
 )
 from bench.context import PROMPT, Bench, Scenario
+from bench.procs import Snapshot, cpu_seconds, machine_cpu_seconds, snapshot, used
 from bench.report import Row
-from bench.servers import cpu_seconds
 from bench.stats import p50, p95
 
 TRANSPORTS = ("direct", "sse", "ws", "naive")
-# sse_b and ws_b: the same transports on a second Parley with other settings (bench/compare.py).
+REFERENCES = ("direct", "naive")
+# sse_b and ws_b: the same transports on a second Parley with other settings (bench/compare.py);
+# sse_d and ws_d: on Parley in its deployed shape, behind nginx (bench/deployed.py).
 LABELS = {
     "direct": "Direct",
     "sse": "SSE",
@@ -41,6 +45,8 @@ LABELS = {
     "naive": "Naive WS",
     "sse_b": "SSE (B)",
     "ws_b": "WS (B)",
+    "sse_d": "SSE",
+    "ws_d": "WS",
 }
 
 
@@ -50,12 +56,17 @@ class Series:
 
     results: list[RunResult] = field(default_factory=list)
     throughputs: list[float] = field(default_factory=list)  # tokens/s of each concurrent batch
-    # CPU seconds used during the recorded rounds by the process doing this transport's work
+    # CPU seconds used during the recorded rounds by the processes doing this transport's work
     # (the server's; for Direct this process's, which reads the upstream itself), by the
     # upstream, and by this process's clients (for Direct, the reader again).
     cpu: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)  # the server's, by the part each plays
+    # Each batch's CPU seconds in the one server process that used the most: no batch can take
+    # less time than that, as a process runs on one core at a time.
+    busiest: float = 0.0
     upstream_cpu: float = 0.0
     client_cpu: float = 0.0
+    machine_cpu: float = 0.0  # by every process on the machine, anyone else's too
     wall: float = 0.0  # seconds the recorded batches took, end to end
     sizes: list[int] = field(default_factory=list)  # runs in each recorded batch, in order
 
@@ -83,6 +94,14 @@ class Series:
             at += size
         return found
 
+    def add_cpu(self, before: Snapshot, after: Snapshot) -> None:
+        """The server's CPU in one batch, between two snapshots of its processes."""
+        spent = used(before, after)
+        for part, seconds in spent.values():
+            self.parts[part] = self.parts.get(part, 0.0) + seconds
+        self.cpu += sum(seconds for _, seconds in spent.values())
+        self.busiest += max((seconds for _, seconds in spent.values()), default=0.0)
+
     def cpu_per_run(self) -> float:
         return self.cpu / len(self.results) if self.results else float("nan")
 
@@ -102,7 +121,14 @@ SERVER = {
     "naive": "naive",
     "sse_b": "parley_b",
     "ws_b": "parley_b",
+    "sse_d": "deployed",
+    "ws_d": "deployed",
 }
+
+
+def kind(transport: str) -> str:
+    """What a transport is, whichever server it runs on: direct, sse, ws or naive."""
+    return transport.partition("_")[0]
 
 
 async def _runners(
@@ -110,9 +136,9 @@ async def _runners(
 ) -> tuple[list[Runner], Callable[[], Awaitable[None]]]:
     """n independent clients of one transport, and how to let them go."""
     stack, timeout, tokens = bench.stack, scenario.timeout(), scenario.tokens
-    server, kind = SERVER.get(transport, ""), transport.removesuffix("_b")
+    server, what = SERVER.get(transport, ""), kind(transport)
     fixtures = bench.fixtures(server)
-    if kind == "direct":
+    if what == "direct":
         directs = [DirectClient(stack.upstream_url, timeout) for _ in range(n)]
         await connect_all(directs)
 
@@ -120,8 +146,10 @@ async def _runners(
             return await directs[i].run(scenario.model, PROMPT, tokens, timeout)
 
         return [run_direct] * n, close_all(directs)
-    if kind == "sse":
-        sses = [SSEClient(stack.url(server), fixtures.token, timeout) for _ in range(n)]
+    if what == "sse":
+        idle = NGINX_IDLE_TIMEOUT if server in stack.serves else SERVER_IDLE_TIMEOUT
+        url, token = stack.url(server), fixtures.token
+        sses = [SSEClient(url, token, timeout, idle) for _ in range(n)]
         await connect_all(sses)
         sessions, agent = fixtures.take(n), fixtures.agent(scenario)
 
@@ -131,7 +159,7 @@ async def _runners(
         return [run_sse] * n, close_all(sses)
     sockets: list[ChatSocket]
     watched: list[str] | None = None
-    if kind == "ws":
+    if what == "ws":
         url, path = stack.url(server), "/ws/chat/"
         sessions, agent = fixtures.take(n), fixtures.agent(scenario)
         watched = sessions
@@ -175,18 +203,22 @@ def round_order(transports: tuple[str, ...], r: int) -> list[str]:
     in the paced scenario, and code run after an idle spell runs slower for its first moments);
     the other finds it just used. Alternating gives each that place in half the rounds, where a
     rotation would always put SSE after Direct."""
-    ours = [t for t in transports if SERVER.get(t, "").startswith("parley")]
-    refs = [t for t in transports if t not in ours]
+    ours = [t for t in transports if t not in REFERENCES]
+    refs = [t for t in transports if t in REFERENCES]
     if r % 2:
         refs.reverse()
         ours.reverse()
     return refs + ours
 
 
-def _cpu(bench: Bench, transport: str) -> tuple[float, float]:
-    """CPU seconds used so far by the process doing a transport's work, and by the upstream."""
+def _cpu(bench: Bench, transport: str) -> tuple[Snapshot, float]:
+    """CPU seconds used so far by the processes doing a transport's work (Direct's: this one,
+    its reader), and by the upstream."""
     server = SERVER.get(transport)
-    mine = cpu_seconds(bench.stack.pid(server)) if server else time.process_time()
+    if server:
+        mine = snapshot(bench.stack.processes(server))
+    else:
+        mine = {os.getpid(): ("reader", time.process_time())}
     return mine, cpu_seconds(bench.stack.pid("upstream"))
 
 
@@ -226,13 +258,14 @@ async def measure(
                 if r >= fewer.get(transport, rounds):
                     continue
                 cpu_before, upstream_before = _cpu(bench, transport)
-                client_before = time.process_time()
+                client_before, machine_before = time.process_time(), machine_cpu_seconds()
                 batch, wall = await _batch(runners[transport])
-                client_after = time.process_time()
+                client_after, machine_after = time.process_time(), machine_cpu_seconds()
                 cpu_after, upstream_after = _cpu(bench, transport)
-                series[transport].cpu += cpu_after - cpu_before
+                series[transport].add_cpu(cpu_before, cpu_after)
                 series[transport].upstream_cpu += upstream_after - upstream_before
                 series[transport].client_cpu += client_after - client_before
+                series[transport].machine_cpu += machine_after - machine_before
                 series[transport].wall += wall
                 series[transport].results += batch
                 series[transport].sizes.append(len(batch))
@@ -252,18 +285,31 @@ def pair(values: list[float]) -> tuple[float, float | None]:
     return (p50(values), p95(values))
 
 
+def _refs(mine: str, series: dict[str, Series]) -> list[str]:
+    """What a transport's rows are set beside: Direct, and for a WebSocket the naive consumer,
+    when it ran in the same rounds."""
+    return [r for r in REFERENCES if r in series and (r == "direct" or kind(mine) == "ws")]
+
+
 def _latency_rows(
-    bench: Bench, where: str, solo: bool, mine: str, series: dict[str, Series]
+    bench: Bench,
+    figure: str,
+    where: str,
+    solo: bool,
+    mine: str,
+    series: dict[str, Series],
+    limit: float | None,
 ) -> None:
-    refs = ("direct", "naive") if mine == "ws" else ("direct",)
-    for kind in ("TTFT", "total"):
-        for ref_name in refs:
+    """`limit`: the most first-token overhead the target allows, if there is one (at one
+    client, on p50; at many, on p95)."""
+    for measure in ("TTFT", "total"):
+        for ref_name in _refs(mine, series):
             ours, theirs = series[mine], series[ref_name]
-            values = ours.ttft() if kind == "TTFT" else ours.total()
-            ref_values = theirs.ttft() if kind == "TTFT" else theirs.total()
+            values = ours.ttft() if measure == "TTFT" else ours.total()
+            ref_values = theirs.ttft() if measure == "TTFT" else theirs.total()
             row = Row(
-                "1",
-                f"{kind} {LABELS[mine]} · {where}",
+                figure,
+                f"{measure} {LABELS[mine]} · {where}",
                 "ms",
                 pair(values),
                 LABELS[ref_name],
@@ -274,18 +320,17 @@ def _latency_rows(
                 q = 50 if solo else 95
                 delta = p50(values) - p50(ref_values) if solo else p95(values) - p95(ref_values)
                 row.target = f"Δp{q} {delta * 1000:+.1f} ms"
-                if kind == "TTFT":
-                    limit = 0.010 if solo else 0.150
+                if measure == "TTFT" and limit is not None:
                     row.target += f" ≤ {limit * 1000:.0f} ms"
                     row.passed = delta <= limit and not ours.failures
             bench.add(row)
 
 
-def _load_rows(bench: Bench, where: str, mine: str, series: dict[str, Series]) -> None:
+def _load_rows(bench: Bench, figure: str, where: str, mine: str, series: dict[str, Series]) -> None:
     ours = series[mine]
-    for ref_name in ("direct", "naive") if mine == "ws" else ("direct",):
+    for ref_name in _refs(mine, series):
         row = Row(
-            "1",
+            figure,
             f"throughput {LABELS[mine]} · {where}",
             "tok/s",
             pair(ours.throughputs),
@@ -299,21 +344,34 @@ def _load_rows(bench: Bench, where: str, mine: str, series: dict[str, Series]) -
         bench.add(row)
 
 
-def _rows(
-    bench: Bench, scenario: Scenario, clients: int, series: dict[str, Series], solo: bool
+# The product's targets for the first-token overhead: Δp50 at one client, Δp95 at many.
+SOLO_LIMIT = 0.010
+MANY_LIMIT = 0.150
+
+
+def rows(
+    bench: Bench,
+    figure: str,
+    where: str,
+    series: dict[str, Series],
+    solo: bool,
+    solo_target: bool = True,
 ) -> None:
-    where = f"{'1 client' if solo else f'{clients} clients'} · {scenario.name}"
-    for mine in ("sse", "ws"):
-        _latency_rows(bench, where, solo, mine, series)
+    """The rows and notes of one step of fig 1's rounds, named `figure` in the table.
+    `solo_target`: whether a one-client step's first token has a target."""
+    ours = [t for t in series if t not in REFERENCES]
+    limit = (SOLO_LIMIT if solo_target else None) if solo else MANY_LIMIT
+    for mine in ours:
+        _latency_rows(bench, figure, where, solo, mine, series, limit)
         if not solo:
-            _load_rows(bench, where, mine, series)
+            _load_rows(bench, figure, where, mine, series)
     # Server CPU per run does not depend on what else the machine is doing. Against Direct's
     # reader: where both are bound by one core (many fast streams), throughput goes by it.
-    for mine in ("sse", "ws"):
-        for ref_name in ("direct", "naive"):
+    for mine in ours:
+        for ref_name in (r for r in REFERENCES if r in series):
             bench.add(
                 Row(
-                    "1",
+                    figure,
                     f"server CPU per run {LABELS[mine]} · {where}",
                     "ms",
                     (series[mine].cpu_per_run(), None),
@@ -323,21 +381,36 @@ def _rows(
             )
     if not solo:
         shares = "; ".join(_shares(t, s) for t, s in series.items())
-        bench.note(f"fig 1, {where}: share of a core used while each ran: {shares}")
-        bench.note(f"fig 1, {where}: first-token p95 of each recorded batch, ms: {batches(series)}")
+        cores = os.cpu_count() or 1
+        bench.note(
+            f"fig {figure}, {where}: share of a core used while each ran (the machine's "
+            f"{cores} cores make {cores * 100}%): {shares}"
+        )
+        bench.note(
+            f"fig {figure}, {where}: first-token p95 of each recorded batch, ms: {batches(series)}"
+        )
         bound = _cpu_bound(series)
         if bound:
-            bench.note(f"fig 1, {where}: {bound}")
-    note_failures(bench, f"fig 1, {{}} · {where}", series)
+            bench.note(f"fig {figure}, {where}: {bound}")
+    note_failures(bench, f"fig {figure}, {{}} · {where}", series)
 
 
 def _shares(transport: str, s: Series) -> str:
     own, upstream, clients = s.busy()
+    # Everything busy on the machine meanwhile, and what of it was none of the benchmark's.
+    ours = own + upstream + (0 if transport == "direct" else clients)
+    machine = "machine n/a"
+    if s.wall:
+        busy = s.machine_cpu / s.wall
+        machine = f"machine {busy:.0%} (others {max(busy - ours, 0):.0%})"
     if transport == "direct":  # its clients are its reader
-        return f"{LABELS[transport]} {own:.0%} (its reader), upstream {upstream:.0%}"
+        return f"{LABELS[transport]} {own:.0%} (its reader), upstream {upstream:.0%}, {machine}"
+    server = "its server"
+    if len(s.parts) > 1 and s.wall:  # a server of several processes: each part's share
+        server = ", ".join(f"{part} {seconds / s.wall:.0%}" for part, seconds in s.parts.items())
     return (
-        f"{LABELS[transport]} {own:.0%} (its server), upstream {upstream:.0%}, "
-        f"clients {clients:.0%}"
+        f"{LABELS[transport]} {own:.0%} ({server}), upstream {upstream:.0%}, "
+        f"clients {clients:.0%}, {machine}"
     )
 
 
@@ -366,24 +439,25 @@ SATURATED = 0.9
 
 def _cpu_bound(series: dict[str, Series]) -> str:
     """Where Direct's reader used a whole core, the most throughput Parley could have had by
-    CPU: its server has one core (one process), and the server, the upstream and the clients
-    together have the machine's. Against Direct's measured time per run, whose reader reads
-    every chunk as Parley's server does."""
+    CPU: each of its server's processes has one core at most, and its server, the upstream and
+    the clients together have the machine's. Against Direct's measured time per run, whose
+    reader reads every chunk as Parley's server does."""
     direct, cores = series["direct"], os.cpu_count() or 1
     if not direct.results or direct.busy()[0] < SATURATED:
         return ""  # Direct was held by the upstream's pace, not by CPU
     direct_per_run = direct.wall / len(direct.results)
     found = []
-    for mine in ("sse", "ws"):
+    for mine in (t for t in series if t not in REFERENCES):
         ours = series[mine]
         if not ours.results:
             continue
+        busiest = ours.busiest / len(ours.results)
         everything = (ours.cpu + ours.upstream_cpu + ours.client_cpu) / len(ours.results)
-        floor = max(ours.cpu_per_run(), everything / cores)
+        floor = max(busiest, everything / cores)
         measured = p50(ours.throughputs) / p50(direct.throughputs)
         found.append(
             f"{LABELS[mine]} {direct_per_run / floor:.2f} (measured {measured:.2f}; per run, "
-            f"{ours.cpu_per_run() * 1000:.1f} ms of CPU in the server, on one core, and "
+            f"{busiest * 1000:.1f} ms of CPU in the server's busiest process, on one core, and "
             f"{everything * 1000:.1f} ms in the server, upstream and clients, on {cores})"
         )
     if not found:
@@ -436,6 +510,12 @@ def plan(bench: Bench) -> list[Step]:
     ]
 
 
+def where(scenario: Scenario, clients: int, *shape: str) -> str:
+    """How a step's rows name it: its clients, the server's shape if other than one process,
+    and its scenario."""
+    return " · ".join([f"{clients} client{'s' if clients > 1 else ''}", *shape, scenario.name])
+
+
 def sessions_needed(bench: Bench) -> int:
     return sum(2 * step.clients for step in plan(bench))
 
@@ -451,7 +531,7 @@ async def run(bench: Bench) -> None:
             series = await measure(
                 bench, TRANSPORTS, scenario, clients, step.rounds, step.warmup, bar, fewer
             )
-            _rows(bench, scenario, clients, series, clients == 1)
+            rows(bench, "1", where(scenario, clients), series, clients == 1)
             bench.shared[("latency", scenario.name, clients)] = series
     finally:
         bar.close()

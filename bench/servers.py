@@ -1,4 +1,5 @@
-"""The processes under test: a scratch database, the scripted upstream, Parley and the baseline.
+"""The processes under test: a scratch database, the scripted upstream, Parley and the baseline,
+and Parley in its deployed shape (`manage.py serve --workers N` on PostgreSQL and Redis).
 
 Each server is a real subprocess bound to 127.0.0.1, so the load generator (this process) shares
 no GIL with what it measures. Everything started here is stopped and removed on exit, whatever
@@ -22,14 +23,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
+import redis
+
+from bench.procs import command_name, descendants
 from project.children import free_port
+from project.layers import redis_problem
 from project.listening import daphne_endpoint
+from project.nginx import find_nginx
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 PG_NAME = "parley_bench"
 PG_NAME_REF = "parley_bench_ref"
+# The deployed shape's own database and Redis database (`--redis` gives one-process Parley 14).
+PG_NAME_DEPLOYED = "parley_dbench"
+REDIS_URL_DEPLOYED = "redis://127.0.0.1:6379/13"
 START_TIMEOUT = 60.0
 HELPER_TIMEOUT = 300.0
 
@@ -46,10 +56,36 @@ def _git(*args: str) -> str:
 
 
 def _pg_execute(sql: str) -> None:
-    import psycopg
-
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(sql)
+
+
+def deployed_problem() -> str | None:
+    """What the deployed shape needs and this machine lacks (PostgreSQL, Redis, nginx), or
+    None."""
+    try:
+        _pg_execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"no PostgreSQL at {PG_ADMIN_URL} ({exc})"
+    problem = redis_problem(REDIS_URL_DEPLOYED)
+    if problem:
+        return problem
+    if find_nginx(os.getenv("PARLEY_NGINX", "")) is None:
+        return "no nginx (Debian: apt-get install nginx)"
+    return None
+
+
+def _pg_backends(database: str) -> list[int]:
+    """The PostgreSQL server processes serving connections to `database` at this moment."""
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [database])
+        return [int(pid) for (pid,) in rows]
+
+
+def _redis_pid(url: str) -> int | None:
+    """The Redis server's process, when it runs on this machine (its /proc is ours to read)."""
+    pid = int(redis.Redis.from_url(url).info("server")["process_id"])
+    return pid if command_name(pid) == "redis-server" else None
 
 
 @dataclass
@@ -73,6 +109,10 @@ class Stack:
     ports: dict[str, int] = field(default_factory=dict)
     database_url: str = ""
     ref: Checkout | None = None
+    # The deployed shape's database and Redis, as environment variables, once made.
+    deployed_env: dict[str, str] = field(default_factory=dict)
+    serves: set[str] = field(default_factory=set)  # the servers that are `serve --workers N`
+    redis_pid: int | None = None
     _closed: bool = False
 
     def __post_init__(self) -> None:
@@ -191,6 +231,47 @@ class Stack:
         cwd = ref.root if ref else ROOT
         self.spawn(name, args, self.env(settings, ref, **extra), port, cwd)
 
+    def prepare_deployed(self) -> dict[str, str]:
+        """An empty PostgreSQL database and Redis database for the deployed shape; the
+        environment that points its helpers and its server at them. `close()` empties both."""
+        _pg_execute(f"DROP DATABASE IF EXISTS {PG_NAME_DEPLOYED} WITH (FORCE)")
+        _pg_execute(f"CREATE DATABASE {PG_NAME_DEPLOYED}")
+        redis.Redis.from_url(REDIS_URL_DEPLOYED).flushdb()
+        self.redis_pid = _redis_pid(REDIS_URL_DEPLOYED)
+        self.deployed_env = {
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{PG_NAME_DEPLOYED}",
+            "REDIS_URL": REDIS_URL_DEPLOYED,
+        }
+        return dict(self.deployed_env)
+
+    def start_serve(self, name: str, workers: int, **extra: str) -> None:
+        """`manage.py serve --workers N` as an operator runs it: nginx on a free port in front
+        of N daphne processes. serve starts nginx once every worker listens, so a connection
+        to nginx's port means all are ready."""
+        port = free_port()
+        args = ["manage.py", "serve", "--workers", str(workers)]
+        args += ["--host", "127.0.0.1", "--port", str(port)]
+        self.spawn(name, args, self.env("project.settings", None, **extra), port)
+        self.serves.add(name)
+
+    def processes(self, name: str) -> dict[int, str]:
+        """The processes doing a server's work, each named by its part: its one daphne; or, for
+        a `serve --workers N`, serve itself, nginx (master and workers), each daphne, the
+        PostgreSQL backends of its database and the Redis server (shared with anyone else's
+        use of it)."""
+        pid = self.pid(name)
+        if name not in self.serves:
+            return {pid: "daphne"}
+        found = {pid: "serve"}
+        children = descendants(pid)
+        daphnes = sorted(p for p in children if command_name(p).startswith("python"))
+        found.update({p: "nginx" for p in children if command_name(p) == "nginx"})
+        found.update({p: f"daphne {n}" for n, p in enumerate(daphnes, 1)})
+        found.update({p: "PostgreSQL" for p in _pg_backends(PG_NAME_DEPLOYED)})
+        if self.redis_pid is not None:
+            found[self.redis_pid] = "Redis"
+        return found
+
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name, None)
         if proc is None or proc.poll() is not None:
@@ -207,22 +288,22 @@ class Stack:
 
     # -- helpers run with the servers' settings -------------------------------------------
 
-    def manage(self, *args: str, ref: Checkout | None = None) -> None:
-        self._python("manage.py", *args, ref=ref)
+    def manage(self, *args: str, ref: Checkout | None = None, **extra: str) -> None:
+        self._python("manage.py", *args, ref=ref, **extra)
 
-    def helper(self, *args: str, ref: Checkout | None = None) -> Any:
+    def helper(self, *args: str, ref: Checkout | None = None, **extra: str) -> Any:
         """Run `python -m bench.dbtool ARGS` in the servers' environment (or with `ref`'s code
-        and database); its last line is JSON."""
-        result = self._python("-m", "bench.dbtool", *args, ref=ref)
+        and database; `extra`: environment variables over it); its last line is JSON."""
+        result = self._python("-m", "bench.dbtool", *args, ref=ref, **extra)
         return json.loads(result.stdout.decode().strip().splitlines()[-1])
 
     def _python(
-        self, *args: str, ref: Checkout | None = None
+        self, *args: str, ref: Checkout | None = None, **extra: str
     ) -> subprocess.CompletedProcess[bytes]:
         result = subprocess.run(
             [PYTHON, *args],
             cwd=ref.root if ref else ROOT,
-            env=self.env("bench.naive.settings", ref),
+            env=self.env("bench.naive.settings", ref, **extra),
             capture_output=True,
             timeout=HELPER_TIMEOUT,
         )
@@ -247,17 +328,12 @@ class Stack:
             for name in (PG_NAME, PG_NAME_REF) if self.ref else (PG_NAME,):
                 with contextlib.suppress(Exception):
                     _pg_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if self.deployed_env:
+            with contextlib.suppress(Exception):
+                _pg_execute(f"DROP DATABASE IF EXISTS {PG_NAME_DEPLOYED} WITH (FORCE)")
+            with contextlib.suppress(Exception):
+                redis.Redis.from_url(REDIS_URL_DEPLOYED).flushdb()
         shutil.rmtree(self.tmp, ignore_errors=True)
         if stale_worktree:  # git forgets a worktree whose folder is gone
             with contextlib.suppress(Exception):
                 _git("worktree", "prune")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time a process has used so far (Linux /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

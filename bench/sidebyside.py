@@ -21,7 +21,8 @@ import httpx
 
 from bench.clients import SSEClient
 from bench.context import PROMPT
-from bench.servers import Stack, cpu_seconds
+from bench.procs import cpu_seconds
+from bench.servers import Stack
 
 APP, SETTINGS = "project.asgi:application", "project.settings"
 

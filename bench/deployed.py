@@ -1,0 +1,76 @@
+"""Figure 1d: fig 1's rounds with Parley in its deployed shape, `manage.py serve --workers N`:
+nginx in front of one daphne process per core, on PostgreSQL and Redis, against Direct measured
+in the same rounds by the same clients.
+
+The paced rounds at one client are left out: the fast ones already give what the hop through
+nginx adds at one client, and they would take two minutes more. So is Naive, which fig 1 sets
+beside one process.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tqdm import tqdm
+
+from bench import latency
+from bench.context import Bench, Fixtures
+
+SERVER = "deployed"
+TRANSPORTS = ("direct", "sse_d", "ws_d")
+
+
+def workers() -> int:
+    """One daphne process per core, as an operator would start them."""
+    return os.cpu_count() or 1
+
+
+def plan(bench: Bench) -> list[latency.Step]:
+    """Fig 1's steps in fig 1's order, with its rounds and warm-ups, but the paced one at one
+    client (see above)."""
+    steps = []
+    for step in latency.plan(bench):
+        if step.clients == 1 and step.scenario.delay:
+            continue
+        warmup = tuple(t for t in TRANSPORTS if latency.kind(t) in step.warmup)
+        steps.append(step._replace(warmup=warmup))
+    return steps
+
+
+def sessions_needed(bench: Bench) -> int:
+    return sum(2 * step.clients for step in plan(bench))
+
+
+def start(bench: Bench, models: list[str]) -> None:
+    """The deployed shape's database made, migrated and seeded, then serve started on it."""
+    stack = bench.stack
+    env = stack.prepare_deployed()
+    stack.manage("migrate", "--run-syncdb", "--noinput", **env)
+    sessions = str(sessions_needed(bench))
+    data = stack.helper("fixtures", "--sessions", sessions, "--models", *models, **env)
+    bench.deployed = Fixtures(data["token"], data["cookie"], data["agents"], data["sessions"])
+    stack.start_serve(SERVER, workers(), **env)
+
+
+async def run(bench: Bench) -> None:
+    steps, n = plan(bench), workers()
+    bench.note(
+        f"fig 1d: Parley deployed as `manage.py serve --workers {n}`, nginx in front of {n} "
+        "daphne processes (one per core), on PostgreSQL and Redis; Direct and the clients as "
+        "in fig 1, in the same rounds"
+    )
+    bar = tqdm(total=sum(step.rounds for step in steps), desc="fig 1d deployed", unit="round")
+    try:
+        for step in steps:
+            scenario, clients = step.scenario, step.clients
+            bar.set_postfix_str(f"{scenario.name} ×{clients}")
+            series = await latency.measure(
+                bench, TRANSPORTS, scenario, clients, step.rounds, step.warmup, bar
+            )
+            where = latency.where(scenario, clients, f"{n} workers")
+            # The product's goal for the deployed shape is at many streams only.
+            latency.rows(bench, "1d", where, series, clients == 1, solo_target=False)
+    finally:
+        bar.close()
+        # Its processes leave the machine to the figures after it.
+        bench.stack.stop(SERVER)
