@@ -21,7 +21,8 @@ from django.utils import timezone
 from sessions_app import engine
 from sessions_app.engine import liveness
 from sessions_app.engine.registry import registry
-from sessions_app.models import Message, Run, RunStatus
+from sessions_app.models import Message, Run, RunStatus, Session
+from sessions_app.process import HOSTNAME
 from testkit.upstream import Reply
 from tests.apiclient import asgi_client, read_events
 from tests.conftest import ROOT, subprocess_env
@@ -315,28 +316,51 @@ def test_runs_of_a_server_that_died_are_marked_interrupted(alice, agent, upstrea
     assert liveness.reap_stale_runs() == []
 
 
-def test_a_live_process_elsewhere_keeps_its_run_until_it_goes_stale(alice, agent, settings):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from sessions_app.models import Session
-
+def _running_on(alice, agent, worker: str, heartbeat_age: float) -> Run:
     session = Session.objects.create(user=alice, agent=agent)
-    run = Run.objects.create(
+    return Run.objects.create(
         session=session,
         user=alice,
         agent=agent,
         position=1,
         status=RunStatus.RUNNING,
         input="x",
-        worker="another-host:123:abc",
-        heartbeat_at=timezone.now(),
+        worker=worker,
+        heartbeat_at=timezone.now() - timedelta(seconds=heartbeat_age),
     )
+
+
+def test_a_live_process_elsewhere_keeps_its_run_until_it_goes_stale(alice, agent, settings):
+    run = _running_on(alice, agent, "another-host:123:abc", heartbeat_age=0)
     assert liveness.reap_stale_runs() == []
-    Run.objects.filter(pk=run.pk).update(
-        heartbeat_at=timezone.now() - timedelta(seconds=settings.PARLEY_STALE_RUN_AFTER + 1)
-    )
+    stale = timezone.now() - timedelta(seconds=settings.PARLEY_STALE_RUN_AFTER + 1)
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+    assert len(liveness.reap_stale_runs()) == 1
+
+
+def test_a_live_process_of_this_host_keeps_its_run_however_late_its_heartbeat(
+    alice, agent, settings
+):
+    # As after the database was away for longer than the stale period.
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as alive:
+        try:
+            worker = f"{HOSTNAME}:{alive.pid}:abc"
+            run = _running_on(alice, agent, worker, settings.PARLEY_STALE_RUN_AFTER * 3)
+            assert liveness.reap_stale_runs() == []
+        finally:
+            alive.kill()
+    alive.wait()
+    assert liveness.reap_stale_runs() == [(run.pk, run.session_id)]
+
+
+def test_no_run_elsewhere_goes_stale_while_this_process_cannot_reach_the_database(
+    alice, agent, settings, monkeypatch
+):
+    _running_on(alice, agent, "another-host:123:abc", settings.PARLEY_STALE_RUN_AFTER + 1)
+    monkeypatch.setattr(registry, "heartbeat_failed_at", time.monotonic())
+    assert liveness.reap_stale_runs() == []
+    long_ago = time.monotonic() - settings.PARLEY_STALE_RUN_AFTER - 1
+    monkeypatch.setattr(registry, "heartbeat_failed_at", long_ago)
     assert len(liveness.reap_stale_runs()) == 1
 
 
@@ -350,10 +374,6 @@ def a_pid_gone() -> int:
 async def test_a_watching_tab_sees_a_run_of_a_dead_process_interrupted_untouched(
     alice, agent, settings
 ):
-    from sessions_app.models import Session
-    from sessions_app.process import HOSTNAME
-    from tests.test_consumer import open_tab
-
     settings.PARLEY_HEARTBEAT_INTERVAL = 0.2
     session = await Session.objects.acreate(user=alice, agent=agent)
     run = await Run.objects.acreate(

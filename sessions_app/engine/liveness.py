@@ -1,9 +1,11 @@
 """Which runs are really running: per-process heartbeats, and reaping runs whose process died.
 
 Each process vouches for its active runs with one UPDATE per heartbeat interval (not per run, not
-per token), and at the same beat looks for runs of other processes that died. A run is dead when
-its process is gone from this host, or when nobody has vouched for it for PARLEY_STALE_RUN_AFTER
-seconds (a process on another host). A reaped run's viewers are told, wherever they watch.
+per token), and at the same beat looks for runs of other processes that died. A run of this host
+is dead when its process is gone (its heartbeat may be late for a live process, as while the
+database was away); a run of another host, when nobody has vouched for it for
+PARLEY_STALE_RUN_AFTER seconds, counted only while this process's own beats reach the database.
+A reaped run's viewers are told, wherever they watch.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -32,12 +35,12 @@ T = TypeVar("T")
 
 
 def _process_alive(worker: str) -> bool:
-    host, _, rest = worker.partition(":")
-    pid_text = rest.partition(":")[0]
+    """Whether the process of this host that `worker` names still runs."""
+    pid_text = worker.partition(":")[2].partition(":")[0]
     if worker == WORKER_ID:
         return bool(registry.ids())
-    if host != HOSTNAME or not pid_text.isdigit():
-        return True  # can't tell from here; the heartbeat age decides
+    if not pid_text.isdigit():
+        return True  # not a worker id Parley writes: leave it be
     if int(pid_text) == os.getpid():
         return False  # our pid, but another boot of it: that process is gone
     try:
@@ -60,22 +63,23 @@ def reap_stale_runs(*, session_id: Any = None) -> list[Reaped]:
     if session_id is not None:
         candidates = candidates.filter(session_id=session_id)
     local = set(registry.ids())
-    dead = [
-        run.pk
-        for run in candidates.only("pk", "worker", "heartbeat_at")
-        if run.pk not in local
-        and (
-            not _process_alive(run.worker)
-            or run.heartbeat_at is None
-            or run.heartbeat_at < stale_before
-        )
-    ]
+    dead: dict[Any, Q] = {}  # run id -> what must still hold when it is marked
+    for run in candidates.only("pk", "worker", "heartbeat_at"):
+        if run.pk in local:
+            continue
+        if run.worker.partition(":")[0] == HOSTNAME:
+            if not _process_alive(run.worker):
+                dead[run.pk] = Q()
+        elif _beats_reach_database() and (run.heartbeat_at or stale_before) <= stale_before:
+            # Not if its process vouched for it between this read and the update.
+            dead[run.pk] = Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lte=stale_before)
     reaped = []
     for run in Run.objects.filter(pk__in=dead).only(
         "pk", "session_id", "content", "cancel_requested"
     ):
         status = RunStatus.CANCELLED if run.cancel_requested else RunStatus.INTERRUPTED
-        done = Run.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
+        still = Run.objects.filter(dead[run.pk], pk=run.pk, status__in=ACTIVE_STATUSES)
+        done = still.update(
             status=status,
             error="" if run.cancel_requested else INTERRUPTED,
             finished_at=timezone.now(),
@@ -122,14 +126,24 @@ def ensure_heartbeat(*, reap_now: bool = False) -> None:
     registry.heartbeat = loop.create_task(_beat(reap_now), name="parley-heartbeat")
 
 
+def _beats_reach_database() -> bool:
+    """Whether this process's heartbeat has reached the database for a whole stale period: a
+    heartbeat missing meanwhile says nothing of a process on another host while ours fail too."""
+    failed = registry.heartbeat_failed_at
+    return failed is None or time.monotonic() - failed > settings.PARLEY_STALE_RUN_AFTER
+
+
 async def _beat(reap_now: bool) -> None:
     if reap_now:
         await _unless_failed(reap_and_announce(), "reaping stopped processes' runs failed")
     while True:
         await asyncio.sleep(settings.PARLEY_HEARTBEAT_INTERVAL)
-        for pk in await _unless_failed(_vouch(registry.ids()), "heartbeat failed") or ():
+        cancelled = await _unless_failed(_vouch(registry.ids()), "heartbeat failed")
+        for pk in cancelled or ():
             registry.cancel_local(pk)
-        await _unless_failed(reap_and_announce(), "reaping stopped processes' runs failed")
+        reaped = await _unless_failed(reap_and_announce(), "reaping stopped processes' runs failed")
+        if cancelled is None or reaped is None:
+            registry.heartbeat_failed_at = time.monotonic()
 
 
 async def _unless_failed(work: Awaitable[T], what: str) -> T | None:

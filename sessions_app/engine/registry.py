@@ -44,6 +44,8 @@ class ProcessRuns:
         # Created here and about to stream: not orphans, though no task runs them yet.
         self.launching: set[uuid.UUID] = set()
         self.heartbeat: asyncio.Task[None] | None = None
+        # When a beat of this process last failed to reach the database (time.monotonic()).
+        self.heartbeat_failed_at: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._batchers: dict[str, Batcher] = {}
         self._starts = Starts()
