@@ -19,9 +19,10 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from sessions_app import engine
-from sessions_app.engine import liveness
+from sessions_app.engine import liveness, store
 from sessions_app.engine.registry import registry
-from sessions_app.models import Message, Run, RunStatus, Session
+from sessions_app.llm.usage import Usage
+from sessions_app.models import LLMCall, Message, Role, Run, RunStatus, Session
 from sessions_app.process import HOSTNAME
 from testkit.upstream import Reply
 from tests.apiclient import asgi_client, read_events
@@ -477,3 +478,19 @@ async def test_a_process_keeps_one_heartbeat_when_runs_start_on_another_event_lo
         other.call_soon_threadsafe(other.stop)
         thread.join(5)
         other.close()
+
+
+async def test_a_finish_tried_again_after_it_was_committed_writes_its_calls_once(
+    alice, agent, upstream
+):
+    # As when the connection is lost while the first try commits: the try is made again.
+    run, _ = await finish(alice, "hello")
+    answer = await Message.objects.aget(run=run, role=Role.ASSISTANT)
+    call = store.Call(Usage(input_tokens=5, output_tokens=3), run.model, 0.1, 0.2, True, [])
+    again = store.Finish(
+        run, RunStatus.COMPLETED, run.content, "", [call], answer.pk, run.content, 0.1, True
+    )
+    calls = LLMCall.objects.filter(run=run)
+    before = await calls.acount()
+    await sync_to_async(store._finish_runs)([again])
+    assert await calls.acount() == before == 1

@@ -147,6 +147,9 @@ class Finish:
     assistant_id: int
     final_text: str  # of the last answer row (earlier rounds' text is in their rows)
     first_token: float | None
+    # Set when a try failed: it may have been committed all the same (a connection lost as it
+    # committed), so the calls are written only if they are not there yet.
+    retried: bool = False
 
 
 async def finish(ending: Finish) -> Run:
@@ -161,6 +164,7 @@ async def finish(ending: Finish) -> Run:
             if outage.describe(exc) is None or time.monotonic() + pause > deadline:
                 raise
             log.warning("run %s: its end not saved yet (%s); trying again", ending.run.pk, exc)
+            ending.retried = True
         await asyncio.sleep(pause)
         pause = min(pause * 2, 2.0)
 
@@ -170,7 +174,7 @@ def _finish_runs(items: list[Finish]) -> list[Run]:
     now = timezone.now()
     with transaction.atomic():
         rows = [[_call_row(item.run, call) for call in item.calls] for item in items]
-        LLMCall.objects.bulk_create([row for per_run in rows for row in per_run])
+        LLMCall.objects.bulk_create(_calls_not_stored(items, rows))
         session_ids = {item.run.session_id for item in items}
         states = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "session_state"))
         outcomes = [
@@ -204,6 +208,17 @@ def _finish_runs(items: list[Finish]) -> list[Run]:
             setattr(run, name, value)
         stored.append(run)
     return stored
+
+
+def _calls_not_stored(items: list[Finish], rows: list[list[Any]]) -> list[Any]:
+    """The call rows to write: a retried finish's only if its first try left none."""
+    retried = [item.run.pk for item in items if item.retried]
+    stored: set[Any] = set()
+    if retried:
+        chat_calls = LLMCall.objects.filter(run_id__in=retried, kind=CallKind.CHAT)
+        stored = set(chat_calls.values_list("run_id", flat=True))
+    kept = [per_run for item, per_run in zip(items, rows, strict=True) if item.run.pk not in stored]
+    return [row for per_run in kept for row in per_run]
 
 
 def _call_row(run: Run, call: Call) -> Any:
