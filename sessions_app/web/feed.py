@@ -6,7 +6,7 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 
 from sessions_app import events
-from sessions_app.models import Run, Session
+from sessions_app.models import ACTIVE_STATUSES, Run, Session
 from sessions_app.web import rendering
 
 STATUS_OF = {"RunCompleted": "COMPLETED", "RunCancelled": "CANCELLED"}
@@ -48,8 +48,12 @@ async def fragment(event: events.Event) -> str:
         return rendering.render_title(await Session.objects.aget(pk=event["session_id"]))
     if kind == "RunReaped":  # its process died: the run as stored, up to its last checkpoint
         reaped = await Run.objects.aget(pk=event["reaped_run_id"])
+        # A run started since (the reap may have made room for it) keeps the Stop button.
+        active = Run.objects.filter(session_id=reaped.session_id, status__in=ACTIVE_STATUSES)
+        newer = await active.values_list("pk", flat=True).afirst()
         view = rendering.run_view(reaped)
-        return rendering.render_assistant(view, oob=True) + rendering.render_composer_actions(None)
+        actions = rendering.render_composer_actions(str(newer) if newer else None)
+        return rendering.render_assistant(view, oob=True) + actions
     if kind == "RunSnapshot":  # what another process has streamed, or the run as stored
         run = event["run"]
         view = rendering.run_view(run, streaming_text=event["content"] if run.is_active else None)
