@@ -32,11 +32,13 @@ def redis_problem(url: str, timeout: float = 5.0) -> str | None:
     """Why the Redis at `url` cannot carry the channel layer (it does not answer a PING within
     `timeout` seconds), for an operator to read; None when it answers."""
     try:
-        redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout).ping()
+        with redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout) as r:
+            r.ping()
     except (redis.RedisError, OSError) as exc:
         parts = urlsplit(url)
         where = f"{parts.hostname}:{parts.port or 6379}" if parts.hostname else ""
-        shown = parts._replace(netloc=where).geturl()  # without its password
+        # A password may be in the user part or in the query (?password=): neither is shown.
+        shown = parts._replace(netloc=where, query="", fragment="").geturl()
         return (
             f"REDIS_URL ({shown}) did not answer: {exc}. Start Redis there, or unset REDIS_URL "
             "to serve one process with the in-memory channel layer."

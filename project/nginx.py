@@ -10,9 +10,14 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
+
 TEMPLATES = Path(__file__).resolve().parent.parent / "deploy" / "nginx"
 # Debian's; /usr/sbin is often missing from an unprivileged user's PATH.
 SEARCH_PATH = "/usr/sbin:/usr/local/sbin:/usr/local/nginx/sbin"
+# nginx lets bodies this much over PARLEY_MAX_REQUEST_BYTES through, for Parley to refuse with
+# its own answer (JSON on the API) that names the limit; larger ones nginx refuses itself.
+BODY_SLACK = 1_048_576
 
 
 class NginxConfigError(ValueError):
@@ -22,6 +27,12 @@ class NginxConfigError(ValueError):
 def find_nginx(configured: str = "") -> str | None:
     """The nginx configured (a path, or a name to look up), else the one on PATH or Debian's."""
     return shutil.which(configured or "nginx", path=f"{os.environ.get('PATH', '')}:{SEARCH_PATH}")
+
+
+def accepted_body_size(limit: int | None) -> int:
+    """nginx's client_max_body_size in front of Parley refusing bodies over `limit`; 0, nginx's
+    "no limit", when Parley has none."""
+    return 0 if limit is None else limit + BODY_SLACK
 
 
 def address(host: str, port: int) -> str:
@@ -47,6 +58,7 @@ class Proxy:
             PARLEY_LISTEN=self.listen,
             PARLEY_UPSTREAM_SERVERS=servers,
             PARLEY_STATIC_ROOT=str(self.static_root).rstrip("/"),
+            PARLEY_MAX_BODY_SIZE=str(accepted_body_size(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)),
             PARLEY_NGINX_DIR=str(TEMPLATES),
         )
         main = render("nginx.conf.template", PARLEY_NGINX_VAR=str(self.var))

@@ -11,24 +11,34 @@ from csp.constants import NONE, SELF
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+# Every environment variable this module reads, as it reads them: `serve` passes these (and no
+# others of Parley's) on to the processes it starts.
+ENVIRONMENT_NAMES: set[str] = set()
+
+
+def getenv(name: str, default: str = "") -> str:
+    ENVIRONMENT_NAMES.add(name)
+    return os.environ.get(name, default)
+
+
 def envbool(name: str, default: str) -> bool:
-    return os.getenv(name, default).strip().lower() in ("1", "true", "yes", "on")
+    return getenv(name, default).strip().lower() in ("1", "true", "yes", "on")
 
 
 def envint(name: str, default: int) -> int:
-    return int(os.getenv(name) or default)
+    return int(getenv(name) or default)
 
 
 def envfloat(name: str, default: float) -> float:
-    return float(os.getenv(name) or default)
+    return float(getenv(name) or default)
 
 
 def envlist(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.getenv(name, default).split(",") if item.strip()]
+    return [item.strip() for item in getenv(name, default).split(",") if item.strip()]
 
 
 DEV_SECRET_KEY = "parley-insecure-development-key-change-me"
-SECRET_KEY = os.getenv("SECRET_KEY", DEV_SECRET_KEY)
+SECRET_KEY = getenv("SECRET_KEY", DEV_SECRET_KEY)
 DEBUG = envbool("DEBUG", "True")
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
@@ -93,7 +103,7 @@ TEMPLATES = [
     },
 ]
 
-DATABASE_URL = os.getenv("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'var' / 'parley.sqlite3'}"
+DATABASE_URL = getenv("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'var' / 'parley.sqlite3'}"
 # Database work runs on a few long-lived threads (the engine's and the sockets' on one, Django's
 # async ORM and Channels both use it; requests' on PARLEY_REQUEST_THREADS more), each keeping
 # its connection; without that every request's signals close it and the next query connects
@@ -142,10 +152,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(os.getenv("STATIC_ROOT") or BASE_DIR / "var" / "staticfiles")
+STATIC_ROOT = Path(getenv("STATIC_ROOT") or BASE_DIR / "var" / "staticfiles")
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root
 
-REDIS_URL = os.getenv("REDIS_URL", "")
+REDIS_URL = getenv("REDIS_URL", "")
 if REDIS_URL:
     from project.layers import redis_layer
 
@@ -157,19 +167,19 @@ else:
 
 # The model upstream. Unset LLM_BASE_URL means "the embedded model", which `serve` starts and
 # then sets here, and in the environment of the worker processes it starts.
-LLM_BASE_URL = os.getenv("LLM_BASE_URL", "")
+LLM_BASE_URL = getenv("LLM_BASE_URL", "")
 # Set by `serve` for its worker processes when LLM_BASE_URL is the embedded model it started.
 LLM_EMBEDDED = envbool("PARLEY_LLM_EMBEDDED", "False")
-LLM_API_KEY = os.getenv("LLM_API_KEY") or os.getenv("OPENAI_API_KEY", "")
+LLM_API_KEY = getenv("LLM_API_KEY") or getenv("OPENAI_API_KEY", "")
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
-LLM_MODEL = os.getenv("LLM_MODEL") or ("gpt-4o-mini" if LLM_API_KEY else EMBEDDED_MODEL_NAME)
+LLM_MODEL = getenv("LLM_MODEL") or ("gpt-4o-mini" if LLM_API_KEY else EMBEDDED_MODEL_NAME)
 LLM_CONNECT_TIMEOUT = envfloat("LLM_CONNECT_TIMEOUT", 10.0)
 # Longest silence tolerated from the upstream, before the first token or between two.
 LLM_READ_TIMEOUT = envfloat("LLM_READ_TIMEOUT", 120.0)
 # Seconds an idle connection to the model endpoint is kept for the next request.
 LLM_KEEPALIVE = envfloat("LLM_KEEPALIVE", 60.0)
 # USD per million tokens, "model=input:output;model2=…"; unknown models have no cost.
-LLM_PRICES = os.getenv("LLM_PRICES", "gpt-4o-mini=0.15:0.60;gpt-4o=2.50:10.00")
+LLM_PRICES = getenv("LLM_PRICES", "gpt-4o-mini=0.15:0.60;gpt-4o=2.50:10.00")
 
 # Streaming: first delta at once, then one coalesced piece per interval.
 PARLEY_COALESCE_INTERVAL = envfloat("PARLEY_COALESCE_INTERVAL", 0.05)
@@ -197,7 +207,7 @@ PARLEY_MAX_INPUT_CHARS = envint("PARLEY_MAX_INPUT_CHARS", 32000)
 # A dataset's export check reports turns longer than this: most likely a pasted file or a
 # runaway answer.
 PARLEY_DATASET_MAX_TURN_CHARS = envint("PARLEY_DATASET_MAX_TURN_CHARS", 32000)
-PARLEY_ADMIN_PASSWORD = os.getenv("PARLEY_ADMIN_PASSWORD", "")
+PARLEY_ADMIN_PASSWORD = getenv("PARLEY_ADMIN_PASSWORD", "")
 # Ask the model for a short title after a session's first answer.
 PARLEY_GENERATE_TITLES = envbool("PARLEY_GENERATE_TITLES", "True")
 PARLEY_SIGNUP_ENABLED = envbool("PARLEY_SIGNUP_ENABLED", "True")
@@ -206,10 +216,13 @@ PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
 # Processes serving Parley: `serve`'s default for --workers (more than one needs REDIS_URL).
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
 # The nginx that `serve --workers N` runs in front of them; unset, nginx on PATH or in /usr/sbin.
-PARLEY_NGINX = os.getenv("PARLEY_NGINX", "")
-# Wrong passwords an account, or a client address, may send within the window (seconds) before
-# sign-in waits; 0 turns the throttle off. Counted in the database: every process sees them.
+PARLEY_NGINX = getenv("PARLEY_NGINX", "")
+# Wrong passwords an account may send within the window (seconds) before sign-in waits; 0 turns
+# the throttle off. Counted in the database: every process sees them.
 PARLEY_LOGIN_FAILURES = envint("PARLEY_LOGIN_FAILURES", 10)
+# The same from one client address, higher: many people may sign in from one (a NAT, a proxy
+# that does not say who the client is); 0 counts no addresses.
+PARLEY_LOGIN_FAILURES_PER_ADDRESS = envint("PARLEY_LOGIN_FAILURES_PER_ADDRESS", 100)
 PARLEY_LOGIN_WINDOW = envint("PARLEY_LOGIN_WINDOW", 15 * 60)
 # The largest request body accepted: refused from its announced or counted size, before it is
 # read whole (project/bodylimit.py). The largest chat socket message: daphne, started by
@@ -221,7 +234,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"parley": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")}},
+    "loggers": {"parley": {"handlers": ["console"], "level": getenv("LOG_LEVEL", "INFO")}},
 }
 
 # -- security headers and cookies ---------------------------------------------------------------
@@ -257,9 +270,7 @@ CONTENT_SECURITY_POLICY = {
 PARLEY_PROXY_HEADERS = envbool("PARLEY_PROXY_HEADERS", "False")
 # Behind another proxy that ends TLS and sets this header (e.g. X-Forwarded-Proto), requests it
 # marks https count as secure: HSTS is sent and secure cookies are expected.
-PROXY_SSL_HEADER = os.getenv(
-    "PROXY_SSL_HEADER", "X-Forwarded-Proto" if PARLEY_PROXY_HEADERS else ""
-)
+PROXY_SSL_HEADER = getenv("PROXY_SSL_HEADER", "X-Forwarded-Proto" if PARLEY_PROXY_HEADERS else "")
 if PROXY_SSL_HEADER:
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + PROXY_SSL_HEADER.upper().replace("-", "_"), "https")
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register, run_checks
-from django.test.utils import override_settings
 
 _rechecking = contextvars.ContextVar("rechecking", default=False)
 
@@ -42,8 +43,20 @@ def check_security_as_stock(app_configs: Any = None, **kwargs: Any) -> list[Chec
     token = _rechecking.set(True)
     try:
         as_configured = run_checks(tags=[Tags.security], include_deployment_checks=True)
-        with override_settings(MIDDLEWARE=settings.STOCK_MIDDLEWARE):
+        with _middleware(settings.STOCK_MIDDLEWARE):
             as_stock = run_checks(tags=[Tags.security], include_deployment_checks=True)
     finally:
         _rechecking.reset(token)
     return [message for message in as_stock if message not in as_configured]
+
+
+@contextmanager
+def _middleware(classes: list[str]) -> Iterator[None]:
+    """MIDDLEWARE as `classes` while the checks run (django.test's override_settings would load
+    the test framework into every process that imports the checks)."""
+    configured = settings.MIDDLEWARE
+    settings.MIDDLEWARE = classes
+    try:
+        yield
+    finally:
+        settings.MIDDLEWARE = configured

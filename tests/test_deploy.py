@@ -3,12 +3,17 @@ writes, and the production settings the README gives."""
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import shlex
+import socket
 import string
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,6 +21,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from project import nginx
+from project.children import free_port
 from tests.conftest import ROOT
 
 NGINX = nginx.find_nginx()
@@ -67,6 +73,71 @@ def test_nginx_accepts_the_configuration_serve_writes(tmp_path, listen):
     checked = subprocess.run(proxy.command(NGINX, "-t"), capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
     assert "syntax is ok" in checked.stderr
+
+
+def test_nginx_lets_bodies_just_over_parleys_limit_through_for_parley_to_refuse(tmp_path, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000_000
+    proxy = nginx.Proxy(listen="127.0.0.1:8000", workers=[], static_root=tmp_path, var=tmp_path)
+
+    site = proxy.write_config().with_name("parley.conf").read_text()
+
+    assert f"client_max_body_size {10_000_000 + nginx.BODY_SLACK};" in site
+
+
+@pytest.fixture
+def lone_nginx(tmp_path: Path) -> Iterator[str]:
+    """serve's nginx with no worker behind it (what it answers itself); its host:port."""
+    listen = nginx.address("127.0.0.1", free_port())
+    tmp_path.chmod(0o755)  # nginx's workers may run as another user
+    proxy = nginx.Proxy(
+        listen=listen,
+        workers=[nginx.address("127.0.0.1", free_port())],
+        static_root=tmp_path,
+        var=tmp_path,
+    )
+    proxy.write_config()
+    process = subprocess.Popen(proxy.command(NGINX), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30  # a bound on a hang, not a measure of speed
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(listen.rsplit(":", 1), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        assert process.poll() is None, process.communicate()[1]
+        yield listen
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def raw_response(listen: str, request: bytes) -> tuple[str, dict[str, str], bytes]:
+    host, port = listen.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status, *fields = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (f.partition(":") for f in fields)}
+    return status, headers, body
+
+
+@needs_nginx
+def test_nginx_refuses_a_body_far_over_the_limit_in_json(lone_nginx, settings):
+    too_large = nginx.accepted_body_size(settings.DATA_UPLOAD_MAX_MEMORY_SIZE) + 1
+    request = (
+        f"POST /api/runs HTTP/1.1\r\nHost: {lone_nginx}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {too_large}\r\nConnection: close\r\n\r\n"
+    ).encode()
+
+    status, headers, body = raw_response(lone_nginx, request)
+
+    assert status.split()[1] == "413"
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body) == {"detail": "Request body too large."}
 
 
 def readme_production_settings() -> dict[str, str]:
@@ -127,6 +198,27 @@ def test_compose_fills_in_every_placeholder_of_the_nginx_template():
     assert parley["environment"]["PARLEY_PROXY_HEADERS"] == "true"
     assert "ports" not in parley, "only nginx may reach the processes that trust its headers"
     assert "server parley:8000;" == front["environment"]["PARLEY_UPSTREAM_SERVERS"]
+
+
+def default_of(compose_value: str) -> int:
+    """The default of a compose ${NAME:-default}."""
+    match = re.fullmatch(r"\$\{\w+:-(\d+)\}", compose_value)
+    assert match, compose_value
+    return int(match.group(1))
+
+
+def test_every_nginx_lets_bodies_just_over_parleys_limit_through():
+    """compose.yaml's and the system nginx's site, as serve's own: Parley refuses a body just
+    over its limit itself, saying what the limit is."""
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
+    limit = default_of(compose["services"]["parley"]["environment"]["PARLEY_MAX_REQUEST_BYTES"])
+    assert limit == 2_621_440  # the setting's default
+    nginx_body = default_of(compose["services"]["nginx"]["environment"]["PARLEY_MAX_BODY_SIZE"])
+    assert nginx_body == nginx.accepted_body_size(limit)
+    site = (nginx.TEMPLATES / "parley-site.conf").read_text()
+    assert f"client_max_body_size {nginx.accepted_body_size(limit)};" in site
+    shared = (nginx.TEMPLATES / "parley-proxy.conf").read_text()
+    assert not re.search(r"^\s*client_max_body_size", shared, re.MULTILINE)
 
 
 @needs_nginx

@@ -1,13 +1,16 @@
-"""Password guessing: after ten wrong passwords for an account, or from one address, within
-fifteen minutes, sign-in answers 429 and says how long to wait, on Parley's login page and on
-the admin's."""
+"""Password guessing: after ten wrong passwords for an account, or a hundred from one address,
+within fifteen minutes, sign-in answers 429 and says how long to wait, on Parley's login page
+and on the admin's; tries sent at the same moment get no more passwords checked."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user
+from django.contrib.auth.hashers import MD5PasswordHasher
+from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
@@ -59,10 +62,12 @@ def test_once_the_window_has_passed_the_right_password_works_again(client, alice
     assert get_user(client) == alice
 
 
-def test_one_address_guessing_at_many_accounts_is_stopped_and_others_are_not(alice, bob):
+def test_one_address_guessing_at_many_accounts_is_stopped_and_others_are_not(alice, bob, settings):
+    settings.PARLEY_LOGIN_FAILURES_PER_ADDRESS = 20
     guesser = Client(REMOTE_ADDR="203.0.113.7")
-    for name in ["alice", "bob", "carol", "dave", "erin"]:
+    for name in ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan"]:
         fail(guesser, name, 2)
+    fail(guesser, "judy", 2)
 
     response = log_in(guesser, "bob", "bob-pass-123")
     assert response.status_code == 429
@@ -72,6 +77,17 @@ def test_one_address_guessing_at_many_accounts_is_stopped_and_others_are_not(ali
     elsewhere = Client(REMOTE_ADDR="198.51.100.20")
     assert log_in(elsewhere, "bob", "bob-pass-123").status_code == 302
     assert get_user(elsewhere) == bob
+
+
+def test_ten_wrong_passwords_from_a_shared_address_lock_no_one_else_out(alice, bob):
+    """Behind a NAT, or a proxy that does not say who the client is, everyone has one address."""
+    shared = "192.0.2.50"
+    for name in ["alice", "carol", "dave", "erin", "frank"]:
+        fail(Client(REMOTE_ADDR=shared), name, 2)
+
+    office = Client(REMOTE_ADDR=shared)
+    assert log_in(office, "bob", "bob-pass-123").status_code == 302
+    assert get_user(office) == bob
 
 
 def test_the_account_count_holds_from_any_address_and_in_any_case(alice):
@@ -122,3 +138,76 @@ def test_the_throttle_can_be_turned_off(client, alice, settings):
     fail(client, "alice", 12)
 
     assert log_in(client, "alice", "alice-pass-123").status_code == 302
+
+
+# -- tries at the same moment ---------------------------------------------------------------------
+
+TRIES_AT_ONCE = 8
+
+
+class Gate:
+    """Holds every password check until each of the tries sent at once has either reached its
+    check or been answered without one: any try let through by a count that did not see the
+    others gets checked, however the threads are scheduled."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.reset(0)
+
+    def reset(self, tries: int) -> None:
+        self.tries = tries
+        self.settled = 0
+        self.checked = 0
+
+    def settle(self, checking: bool = False) -> None:
+        with self.changed:
+            self.settled += 1
+            self.checked += checking
+            self.changed.notify_all()
+
+    def wait_for_all(self) -> None:
+        with self.changed:
+            # A bound on a hang, not a measure of speed.
+            assert self.changed.wait_for(lambda: self.settled >= self.tries, timeout=60)
+
+
+GATE = Gate()
+
+
+class GatedHasher(MD5PasswordHasher):
+    def verify(self, password: str, encoded: str) -> bool:
+        GATE.settle(checking=True)
+        GATE.wait_for_all()
+        return super().verify(password, encoded)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tries_sent_at_once_get_no_more_passwords_checked_than_the_limit(alice, settings):
+    GATE.reset(TRIES_AT_ONCE)
+    settings.PASSWORD_HASHERS = [f"{__name__}.GatedHasher"]
+    settings.PARLEY_LOGIN_FAILURES = 3
+    start = threading.Barrier(TRIES_AT_ONCE)
+    answers: list[int] = []
+
+    def guess(n: int) -> None:
+        checking = False
+        try:
+            start.wait()
+            response = log_in(Client(REMOTE_ADDR=f"192.0.2.{n}"), "alice", WRONG)
+            answers.append(response.status_code)
+            checking = response.status_code == 200
+        finally:
+            if not checking:
+                GATE.settle()
+            connections.close_all()
+
+    threads = [threading.Thread(target=guess, args=(n,)) for n in range(TRIES_AT_ONCE)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(answers) == TRIES_AT_ONCE
+    assert GATE.checked <= 3
+    assert answers.count(200) == GATE.checked
+    assert answers.count(429) == TRIES_AT_ONCE - GATE.checked

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import errno
+import json
 import selectors
 import signal
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
 from project.listening import LISTEN_BACKLOG, daphne_endpoint
+from sessions_app.management.commands.serve import worker_environment
 from testkit.parley import ParleyProcess
 from tests.conftest import subprocess_env
 
@@ -77,3 +82,52 @@ def test_serve_queues_a_burst_of_connections_while_it_is_busy():
             server.process.send_signal(signal.SIGCONT)
         # Once it runs again, it serves as before.
         assert httpx.get(server.url("/healthz"), timeout=10).status_code in (200, 503)
+
+
+# What a worker's Django makes of the environment serve gives it.
+SEEN_BY_A_WORKER = """
+import json, os
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+import django
+django.setup()
+from django.conf import settings
+print(json.dumps({
+    "secure_header": settings.SECURE_PROXY_SSL_HEADER,
+    "runs_per_minute": settings.PARLEY_RUNS_PER_MINUTE,
+    "environment": sorted(os.environ),
+}))
+"""
+
+
+def seen_by_a_worker() -> dict:
+    run = subprocess.run(
+        [sys.executable, "-c", SEEN_BY_A_WORKER],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=worker_environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(run.stdout)
+
+
+def test_a_worker_trusts_only_the_scheme_header_nginx_sets(monkeypatch):
+    """nginx overwrites X-Forwarded-Proto; any other header would reach the worker as the
+    client sent it, and a client could then pass for HTTPS."""
+    monkeypatch.setenv("PROXY_SSL_HEADER", "X-Client-Scheme")
+
+    assert seen_by_a_worker()["secure_header"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+
+
+def test_a_worker_gets_parleys_settings_and_nothing_else_of_the_environment(monkeypatch):
+    monkeypatch.setenv("PARLEY_RUNS_PER_MINUTE", "7")
+    monkeypatch.setenv("PARLEY_ADMIN_PASSWORD", "first-admin-password")
+    monkeypatch.setenv("UNRELATED_TOKEN", "someone-elses")
+    monkeypatch.setenv("LC_TIME", "C")
+
+    seen = seen_by_a_worker()
+
+    assert seen["runs_per_minute"] == 7
+    assert "PATH" in seen["environment"] and "LC_TIME" in seen["environment"]
+    assert "PARLEY_ADMIN_PASSWORD" not in seen["environment"]
+    assert "UNRELATED_TOKEN" not in seen["environment"]

@@ -129,6 +129,21 @@ def test_django_sees_the_scheme_a_proxy_on_loopback_reports(deployed: ParleyProc
         assert client.post("/accounts/login/", data=data, headers=referred).status_code == 200
 
 
+def test_an_api_body_over_the_limit_answers_413_in_json_from_parley_or_nginx(
+    deployed: ParleyProcess, alice: User
+):
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    with httpx.Client(base_url=deployed.base_url, headers=bearer(alice), timeout=60) as client:
+        just_over = client.post("/api/sessions", content=b"x" * (limit + 1))
+        assert just_over.status_code == 413
+        assert just_over.json() == {"detail": f"Request body too large: at most {limit} bytes."}
+        assert just_over.headers["server"].startswith("nginx")
+
+        far_over = client.post("/api/sessions", content=b"x" * (limit + 2 * 1_048_576))
+        assert far_over.status_code == 413
+        assert far_over.json() == {"detail": "Request body too large."}
+
+
 def test_a_chat_through_nginx_streams_over_its_websocket(
     open_page, deployed: ParleyProcess, alice: User, upstream: ScriptedUpstream
 ):

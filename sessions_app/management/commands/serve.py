@@ -22,8 +22,29 @@ from project.workers import Child, Supervisor, Worker
 from sessions_app import engine
 from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
 
-# What serve's own options and the embedded model decide for each worker, not the environment.
-NOT_FOR_WORKERS = ("HOST", "PORT", "PARLEY_WORKERS", "LLM_BASE_URL", "PARLEY_LLM_EMBEDDED")
+# What serve's own options and the embedded model decide for each worker, not the environment;
+# and the admin's first password, which only ensure_admin reads.
+NOT_FOR_WORKERS = (
+    "HOST",
+    "PORT",
+    "PARLEY_WORKERS",
+    "LLM_BASE_URL",
+    "PARLEY_LLM_EMBEDDED",
+    "PARLEY_PROXY_HEADERS",
+    "PROXY_SSL_HEADER",
+    "PARLEY_ADMIN_PASSWORD",
+)
+# What a Django process needs besides plain_environment's names and Parley's settings: its
+# locale, its Python and packages, and how it reaches the model's endpoint (certificates, proxies).
+PYTHON_PREFIXES = ("LC_", "PYTHON")
+PYTHON_ENVIRONMENT = (
+    "VIRTUAL_ENV",
+    "DJANGO_SETTINGS_MODULE",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    *(f"{scheme}_proxy" for scheme in ("http", "https", "all", "no")),
+    *(f"{scheme}_PROXY" for scheme in ("HTTP", "HTTPS", "ALL", "NO")),
+)
 
 
 class Command(BaseCommand):
@@ -127,12 +148,18 @@ def worker_command(port: int) -> list[str]:
 
 
 def worker_environment() -> dict[str, str]:
-    """Parley's settings, minus serve's own; the model this serve uses, and nginx's headers."""
-    env = {k: v for k, v in os.environ.items() if k not in NOT_FOR_WORKERS}
+    """Parley's settings (those project.settings reads), minus serve's own, and what Python
+    needs; the model this serve uses, and nginx's headers. Nothing else of this environment."""
+    passed_on = (settings.ENVIRONMENT_NAMES | set(PYTHON_ENVIRONMENT)) - set(NOT_FOR_WORKERS)
+    env = plain_environment(*PYTHON_PREFIXES)
+    env.update({name: os.environ[name] for name in passed_on if name in os.environ})
     env["LLM_BASE_URL"] = settings.LLM_BASE_URL
     if settings.LLM_EMBEDDED:
         env["PARLEY_LLM_EMBEDDED"] = "true"
-    env["PARLEY_PROXY_HEADERS"] = "true"  # reachable on loopback only, through nginx
+    # Reachable on loopback only, through nginx, which sets these two headers and no other:
+    # a scheme header of the operator's would pass on whatever a client sent in it.
+    env["PARLEY_PROXY_HEADERS"] = "true"
+    env["PROXY_SSL_HEADER"] = "X-Forwarded-Proto"
     return env
 
 
