@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.utils.functional import lazy
+from django.views.generic import RedirectView
 
 from project.api import api
 from sessions_app.admin.dashboard import dashboard_view
@@ -9,6 +12,8 @@ from sessions_app.web import views
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for this path on pages without a <link rel="icon"> (the admin's).
+    path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("parley/favicon.svg"))),
     # Before the admin's own URLs, which would answer this path with a 404.
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/", admin.site.urls),

@@ -122,7 +122,6 @@ def render_new_session(session: Session) -> str:
             session.session_id,
         )
         + f'<header id="conv-header" hx-swap-oob="innerHTML">{header}</header>'
-        + '<div id="session-list-empty" hx-swap-oob="delete"></div>'
         + '<div id="agent-picker" hx-swap-oob="delete"></div>'
         + render_session_item(session, current=True, oob="afterbegin")
     )

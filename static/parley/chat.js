@@ -47,18 +47,45 @@
     if (conversation) conversation.dataset.sessionId = id;
   }
 
+  // The browser title follows the shown session's title (a rename, a generated title).
+  function syncTitle() {
+    const heading = document.getElementById("session-title");
+    if (!heading) return;
+    document.title = currentSessionId() ? heading.textContent.trim() + " · Parley" : "Parley";
+  }
+
+  // While the socket is down nothing can be sent: say so, and disable the composer's buttons
+  // (Send, Stop; Enter checks Send). The open handler below enables them again.
+  function connectionLost() {
+    socket = null;
+    const notice = document.getElementById("connection-notice");
+    if (notice) notice.hidden = false;
+    const chat = document.getElementById("chat");
+    if (chat) chat.classList.add("offline");
+    document.querySelectorAll("#composer button:not([disabled])").forEach(function (button) {
+      button.setAttribute("data-until-connected", "");
+      button.disabled = true;
+    });
+  }
+
   document.addEventListener("htmx:wsOpen", function (event) {
     socket = event.detail.socketWrapper;
+    const notice = document.getElementById("connection-notice");
+    if (notice) notice.hidden = true;
+    const chat = document.getElementById("chat");
+    if (chat) chat.classList.remove("offline");
     document.querySelectorAll("[data-until-connected]").forEach(function (button) {
       button.removeAttribute("data-until-connected");
       button.disabled = false;
     });
     watch();
   });
-  document.addEventListener("htmx:wsClose", function () { socket = null; });
+  document.addEventListener("htmx:wsClose", connectionLost);
+  document.addEventListener("htmx:wsError", connectionLost);
 
   document.addEventListener("htmx:wsAfterMessage", function () {
     followSession();
+    syncTitle();
     scrollToEnd(false);
   });
 
@@ -80,6 +107,7 @@
       followSession();
       scrollToEnd(true);
     }
+    syncTitle();
   });
 
   // The composer goes over the socket only: never as a page load, which would put the message

@@ -81,6 +81,43 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=10)
 
 
+def daphne_environment(upstream_server: ScriptedUpstream) -> dict[str, str]:
+    """The server's settings: the test database and the scripted model."""
+    env = subprocess_env(
+        LLM_BASE_URL=upstream_server.base_url,
+        LLM_API_KEY="test-key",
+        LLM_READ_TIMEOUT="10",  # as the `upstream` fixture sets for in-process tests
+        PARLEY_GENERATE_TITLES="False",  # titles would take scripted replies meant for answers
+        DEBUG="True",
+    )
+    # The browser fixture sets this for the test process; the server must keep Django's guard.
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    return env
+
+
+def start_daphne(env: dict[str, str], port: int, log: Path) -> LiveServer:
+    """A daphne on `port`, healthy (stopped again if it never gets there); its log appended."""
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), APPLICATION],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    server = LiveServer(url=f"http://127.0.0.1:{port}", process=process, log=log)
+    try:
+        _wait_until_healthy(server)
+    except BaseException:
+        stop_daphne(server)
+        raise
+    return server
+
+
+def stop_daphne(server: LiveServer) -> None:
+    _stop(server.process)
+
+
 @pytest.fixture(scope="package")
 def daphne_server(
     django_db_setup: None,
@@ -95,31 +132,12 @@ def daphne_server(
     then. It is stopped before that fixture drops the database (PostgreSQL refuses to drop a
     database with open connections).
     """
-    port = free_port()
-    env = subprocess_env(
-        LLM_BASE_URL=upstream_server.base_url,
-        LLM_API_KEY="test-key",
-        LLM_READ_TIMEOUT="10",  # as the `upstream` fixture sets for in-process tests
-        PARLEY_GENERATE_TITLES="False",  # titles would take scripted replies meant for answers
-        DEBUG="True",
-    )
-    # The browser fixture sets this for the test process; the server must keep Django's guard.
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     log = tmp_path_factory.mktemp("daphne") / "daphne.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), APPLICATION],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    server = LiveServer(url=f"http://127.0.0.1:{port}", process=process, log=log)
+    server = start_daphne(daphne_environment(upstream_server), free_port(), log)
     try:
-        _wait_until_healthy(server)
         yield server
     finally:
-        _stop(process)
+        stop_daphne(server)
 
 
 @pytest.fixture
