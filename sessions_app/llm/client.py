@@ -20,7 +20,7 @@ from django.conf import settings
 from sessions_app.llm.errors import LLMError, describe
 from sessions_app.llm.pool import client_for_request
 from sessions_app.llm.stream_reader import Answer, json_chunks
-from sessions_app.llm.transport import HTTP
+from sessions_app.llm.transport import HTTP, READ_TIMEOUT_ERRORS
 from sessions_app.llm.usage import Usage, estimate_usage
 
 
@@ -142,10 +142,13 @@ async def complete(model: str, messages: list[dict[str, Any]]) -> tuple[str, Usa
 
 
 async def ping() -> bool:
-    """True when the endpoint answers its model list; used by /healthz."""
+    """True when the endpoint answers its model list, or takes the request and is slow to
+    answer it: a server busy generating (llama.cpp answers one request at a time) is up."""
     try:
         with _client() as client:
             await client.models.list(timeout=3.0)
+    except openai.APITimeoutError as exc:
+        return isinstance(exc.__cause__, READ_TIMEOUT_ERRORS)
     except Exception:
         return False
     return True
