@@ -77,6 +77,15 @@ def _server_root() -> str:
     return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
+def _length_cap() -> dict[str, int]:
+    """`max_tokens` for the embedded model (see PARLEY_EMBEDDED_MAX_TOKENS); a configured
+    endpoint is sent only what Agno sends."""
+    cap = settings.PARLEY_EMBEDDED_MAX_TOKENS
+    if getattr(settings, "LLM_EMBEDDED", False) and cap > 0:
+        return {"max_tokens": cap}
+    return {}
+
+
 def _request_body(
     model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
 ) -> dict[str, Any]:
@@ -90,6 +99,7 @@ def _request_body(
     }
     if tools:
         body["tools"] = tools
+    body.update(_length_cap())
     return body
 
 
@@ -132,7 +142,9 @@ async def complete(model: str, messages: list[dict[str, Any]]) -> tuple[str, Usa
     """A plain, non-streamed completion, for background jobs such as titles."""
     try:
         with _client() as client:
-            answer = await client.chat.completions.create(model=model, messages=messages)
+            answer = await client.chat.completions.create(
+                model=model, messages=messages, **_length_cap()
+            )
     except Exception as exc:
         raise describe(exc) from exc
     content = answer.choices[0].message.content or "" if answer.choices else ""
