@@ -173,6 +173,9 @@ LLM_EMBEDDED = envbool("PARLEY_LLM_EMBEDDED", "False")
 LLM_API_KEY = getenv("LLM_API_KEY") or getenv("OPENAI_API_KEY", "")
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 LLM_MODEL = getenv("LLM_MODEL") or ("gpt-4o-mini" if LLM_API_KEY else EMBEDDED_MODEL_NAME)
+# The embedded server answers one request at a time, and its small model can go on and on: its
+# answers stop at this many tokens so that one cannot hold it from every other chat (0: no cap).
+PARLEY_EMBEDDED_MAX_TOKENS = envint("PARLEY_EMBEDDED_MAX_TOKENS", 1024)
 LLM_CONNECT_TIMEOUT = envfloat("LLM_CONNECT_TIMEOUT", 10.0)
 # Longest silence tolerated from the upstream, before the first token or between two.
 LLM_READ_TIMEOUT = envfloat("LLM_READ_TIMEOUT", 120.0)

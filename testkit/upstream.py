@@ -198,6 +198,7 @@ class ScriptedUpstream:
     ) -> None:
         self.default = default  # used when the script is empty; a Reply or fn(request) -> Reply
         self.tokenize = tokenize  # serve llama-cpp-python's POST /extras/tokenize/count
+        self.hang_models = False  # accept GET /v1/models but never answer it, as a busy server
         self.host = host
         self.port: int | None = None
         self._wanted_port = port
@@ -330,10 +331,12 @@ class ScriptedUpstream:
             self._script.extend(replies)
 
     def reset(self, *, counters: bool = False) -> None:
-        """Forget recorded requests and queued replies (and, if asked, completed/disconnects)."""
+        """Forget recorded requests, queued replies and `hang_models` (and, if asked,
+        completed/disconnects)."""
         with self._lock:
             self._requests.clear()
             self._script.clear()
+            self.hang_models = False
             if counters:
                 self._completed = self._disconnects = 0
                 self._peak = self._active
@@ -429,6 +432,8 @@ class ScriptedUpstream:
         if route == ("POST", "/v1/chat/completions"):
             return await self._chat(request, reader, writer)
         if route == ("GET", "/v1/models"):
+            if self.hang_models:
+                await self._hang(reader)
             models = {
                 "object": "list",
                 "data": [

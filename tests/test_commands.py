@@ -85,3 +85,13 @@ def test_healthz_reports_each_part(client, upstream, settings):
     assert client.get("/healthz").json() == {"db": "ok", "channel_layer": "ok", "llm": "ok"}
     settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"
     assert client.get("/healthz").json()["llm"] == "unreachable"
+
+
+@pytest.mark.django_db
+def test_healthz_says_a_model_endpoint_busy_answering_is_reachable(client, upstream):
+    # A server that took the request and has not answered (llama.cpp generating for another
+    # chat) is up; a closed port, in the test above, is not.
+    upstream.hang_models = True
+    assert client.get("/healthz").json()["llm"] == "ok"
+    upstream.hang_models = False
+    assert client.get("/healthz").json()["llm"] == "ok"

@@ -16,6 +16,7 @@ import pytest
 
 from project.children import free_port
 from sessions_app import engine
+from sessions_app.engine.errors import CUT
 from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
 from sessions_app.models import Agent, RunStatus
 from tests.conftest import ROOT, subprocess_env
@@ -62,6 +63,16 @@ async def test_two_users_asking_at_once_both_get_whole_answers(alice, bob, on_em
 
     assert [run.status for run in done] == [RunStatus.COMPLETED] * 2, [r.error for r in done]
     assert all(run.content.strip() for run in done)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_long_answer_stops_at_the_cap_and_completes_saying_so(alice, on_embedded, settings):
+    settings.PARLEY_EMBEDDED_MAX_TOKENS = 5
+    run = await (await engine.start_run(alice, "Write a long story about a dragon.")).wait()
+
+    assert run.status == RunStatus.COMPLETED
+    assert run.content.strip() and run.error == CUT
+    assert run.output_tokens <= 6  # counted again with the model's tokenizer
 
 
 def _children(pid: int) -> list[int]:

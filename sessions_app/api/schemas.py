@@ -364,10 +364,14 @@ class RunContentEvent(RunEventBase):
 class RunCompletedEvent(RunEventBase):
     content: str = Field(description="The whole answer.")
     metrics: RunMetricsOut
+    error: str | None = Field(
+        None, description="Only on an answer the model cut at its length limit: says so."
+    )
 
 
-class RunCancelledEvent(RunCompletedEvent):
+class RunCancelledEvent(RunEventBase):
     content: str = Field(description="The answer up to where it was stopped.")
+    metrics: RunMetricsOut
 
 
 class RunErrorEvent(RunEventBase):

@@ -6,6 +6,8 @@ from __future__ import annotations
 INTERRUPTED = "The server stopped before this answer finished."
 # An answer whose end could not be stored: the database stayed unavailable.
 UNSAVED = "This answer could not be saved: the database is unavailable."
+# Not a failure: a completed answer the model stopped at its length limit (finish_reason "length").
+CUT = "This answer reached the model's length limit and was cut there."
 
 
 class RunConflict(Exception):

@@ -17,7 +17,7 @@ from sessions_app.engine import store
 from sessions_app.engine.coalesce import Coalescer, checkpoint_interval
 from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.engine.early import EarlyRequest
-from sessions_app.engine.errors import INTERRUPTED, UNSAVED
+from sessions_app.engine.errors import CUT, INTERRUPTED, UNSAVED
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
 from sessions_app.events.stream import RunStream
@@ -62,6 +62,7 @@ class _Answer:
         self.parts: list[str] = []  # everything the user saw streamed, across tool rounds
         self.round_text: list[str] = []  # of the current round's answer row
         self.calls: list[store.Call] = []
+        self.cut = False  # the last model call stopped at its length limit
         self.assistant_id = plan.assistant_message_id
         self.started = early.started if early is not None else time.perf_counter()
         self.first_token: float | None = None
@@ -90,7 +91,7 @@ class _Answer:
             return RunStatus.ERROR, "Parley failed while generating this answer."
         finally:
             self.coalescer.flush()
-        return RunStatus.COMPLETED, ""
+        return RunStatus.COMPLETED, CUT if self.cut else ""
 
     async def _call_model(self, round_number: int) -> list[dict[str, Any]]:
         """One request to the model, streamed; the tool calls it asked for, if any."""
@@ -114,6 +115,7 @@ class _Answer:
                     asked = item.tool_calls
                 elif isinstance(item, llm.StreamEnd):
                     end = item
+                    self.cut = item.finish_reason == "length"
         finally:
             duration = time.perf_counter() - call_started
             text = "".join(self.round_text)
@@ -196,7 +198,8 @@ def _announce(
     """The run's last event: the whole answer as streamed, its metrics and tool calls."""
     ended = {"content": content, "metrics": saved.metrics(), "tools": tools}
     if status == RunStatus.COMPLETED:
-        stream.publish("RunCompleted", **ended)
+        # An answer cut at the length limit says so; a whole one's event has no `error`.
+        stream.publish("RunCompleted", **ended, **({"error": error} if error else {}))
     elif status == RunStatus.CANCELLED:
         stream.publish("RunCancelled", **ended)
     else:

@@ -20,7 +20,7 @@ from django.conf import settings
 from sessions_app.llm.errors import LLMError, describe
 from sessions_app.llm.pool import client_for_request
 from sessions_app.llm.stream_reader import Answer, json_chunks
-from sessions_app.llm.transport import HTTP
+from sessions_app.llm.transport import HTTP, READ_TIMEOUT_ERRORS
 from sessions_app.llm.usage import Usage, estimate_usage
 
 
@@ -77,6 +77,15 @@ def _server_root() -> str:
     return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
+def _length_cap() -> dict[str, int]:
+    """`max_tokens` for the embedded model (see PARLEY_EMBEDDED_MAX_TOKENS); a configured
+    endpoint is sent only what Agno sends."""
+    cap = settings.PARLEY_EMBEDDED_MAX_TOKENS
+    if getattr(settings, "LLM_EMBEDDED", False) and cap > 0:
+        return {"max_tokens": cap}
+    return {}
+
+
 def _request_body(
     model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
 ) -> dict[str, Any]:
@@ -90,6 +99,7 @@ def _request_body(
     }
     if tools:
         body["tools"] = tools
+    body.update(_length_cap())
     return body
 
 
@@ -132,7 +142,9 @@ async def complete(model: str, messages: list[dict[str, Any]]) -> tuple[str, Usa
     """A plain, non-streamed completion, for background jobs such as titles."""
     try:
         with _client() as client:
-            answer = await client.chat.completions.create(model=model, messages=messages)
+            answer = await client.chat.completions.create(
+                model=model, messages=messages, **_length_cap()
+            )
     except Exception as exc:
         raise describe(exc) from exc
     content = answer.choices[0].message.content or "" if answer.choices else ""
@@ -142,10 +154,13 @@ async def complete(model: str, messages: list[dict[str, Any]]) -> tuple[str, Usa
 
 
 async def ping() -> bool:
-    """True when the endpoint answers its model list; used by /healthz."""
+    """True when the endpoint answers its model list, or takes the request and is slow to
+    answer it: a server busy generating (llama.cpp answers one request at a time) is up."""
     try:
         with _client() as client:
             await client.models.list(timeout=3.0)
+    except openai.APITimeoutError as exc:
+        return isinstance(exc.__cause__, READ_TIMEOUT_ERRORS)
     except Exception:
         return False
     return True

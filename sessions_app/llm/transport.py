@@ -15,4 +15,6 @@ except ImportError:  # pragma: no cover - depends on the installed openai
 
 HTTP = _MODULES[-1]  # the one `openai` sends with
 TIMEOUT_ERRORS = tuple(m.TimeoutException for m in _MODULES)
+# The server took the request but has not answered yet, as opposed to not taking it at all.
+READ_TIMEOUT_ERRORS = tuple(m.ReadTimeout for m in _MODULES)
 TRANSPORT_ERRORS = tuple(m.TransportError for m in _MODULES)
