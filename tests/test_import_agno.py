@@ -352,6 +352,16 @@ def test_a_missing_database_or_table_is_a_clear_error(tmp_path):
         import_agno("--db", str(tmp_path / "empty.db"))
 
 
+def test_an_unsupported_url_is_named_without_its_password():
+    with pytest.raises(CommandError) as raised:
+        import_agno("--db", "mysql+pymysql://reader:s3cret-pw@db.example/agno")
+
+    assert "Unsupported database URL 'mysql+pymysql://reader:***@db.example/agno'" in str(
+        raised.value
+    )
+    assert "s3cret-pw" not in str(raised.value)
+
+
 # -- Agno 1.x ----------------------------------------------------------------------------------
 
 

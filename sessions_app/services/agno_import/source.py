@@ -107,7 +107,19 @@ def open_source(url: str) -> Source:
         return _postgres(url)
     if scheme in ("", "sqlite", "file") or len(scheme) == 1:  # a Windows drive letter
         return _sqlite(url)
-    raise SourceError(f"Unsupported database URL {url!r}: give a SQLite file or postgres:// URL.")
+    raise SourceError(
+        f"Unsupported database URL {redacted(url)!r}: give a SQLite file or postgres:// URL."
+    )
+
+
+def redacted(url: str) -> str:
+    """`url` with its password (if any) masked, fit for a message or a log line."""
+    parts = urlsplit(url)
+    if not parts.netloc or parts.password is None:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name = user.split(":", 1)[0]
+    return parts._replace(netloc=f"{name}:***@{host}").geturl()
 
 
 def _sqlite(url: str) -> Source:
