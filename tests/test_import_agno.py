@@ -344,6 +344,53 @@ def test_an_id_taken_by_a_session_made_here_is_reported_and_left_alone(agno2, al
     assert not Run.objects.filter(session_id="session_101").exists()
 
 
+def test_an_agno_admin_does_not_get_the_staff_account_here(agno2, django_user_model):
+    root = django_user_model.objects.create_superuser("Admin", password="root-pass-123")
+    add_row(agno2, session_id="admins_chat", user_id="admin", runs="[]")
+
+    report = import_agno("--db", str(agno2))
+
+    assert "  admins_chat: user 'admin' is a staff account here" in report
+    assert not Session.objects.filter(user=root).exists()
+    assert "Imported 1 new sessions" in import_agno("--db", str(agno2), "--allow-staff-users")
+    assert Session.objects.get(pk="admins_chat").user == root
+
+
+def test_users_are_matched_as_sign_up_matches_them_case_aside(agno2, django_user_model):
+    alice = django_user_model.objects.create_user("Alice", password="alice-pass-123")
+
+    report = import_agno("--db", str(agno2))
+
+    assert "Users created (inactive): bob" in report
+    assert Session.objects.get(pk="fixed_id_for_demo").user == alice
+    assert not User.objects.filter(username="alice").exists()
+
+
+def test_a_user_id_that_cannot_be_a_username_is_reported_and_skipped(agno2):
+    add_row(agno2, session_id="spaced", user_id="carol smith", runs="[]")
+
+    report = import_agno("--db", str(agno2))
+
+    assert "  spaced: 'carol smith' cannot be a username: Enter a valid username." in report
+    assert "1 not usable as usernames" in report
+    assert not Session.objects.filter(pk="spaced").exists()
+    assert not User.objects.filter(username="carol smith").exists()
+
+
+def test_a_user_prefix_keeps_imported_users_apart(agno2, alice, django_user_model):
+    django_user_model.objects.create_superuser("admin", password="root-pass-123")
+    add_row(agno2, session_id="admins_chat", user_id="admin", runs="[]")
+
+    report = import_agno("--db", str(agno2), "--user-prefix", "agno-")
+
+    assert "Users created (inactive): agno-admin, agno-alice, agno-bob" in report
+    assert Session.objects.get(pk="fixed_id_for_demo").user.username == "agno-alice"
+    assert Session.objects.get(pk="admins_chat").user.username == "agno-admin"
+    assert not Session.objects.filter(user=alice).exists()
+    with pytest.raises(CommandError, match="--user-prefix 'agno '"):
+        import_agno("--db", str(agno2), "--user-prefix", "agno ")
+
+
 def test_a_missing_database_or_table_is_a_clear_error(tmp_path):
     with pytest.raises(CommandError, match="No SQLite file at"):
         import_agno("--db", str(tmp_path / "nothing.db"))

@@ -14,11 +14,12 @@ from sessions_app.models import LLMCall, Run
 from sessions_app.services.agno_import.parse import Skip, parse_row
 from sessions_app.services.agno_import.report import Report
 from sessions_app.services.agno_import.source import open_source
-from sessions_app.services.agno_import.store import Stored, store_session
+from sessions_app.services.agno_import.store import Stored, UserMapping, store_session
 from sessions_app.services.rollups.days import add_late
 
 log = logging.getLogger("parley.agno_import")
 
+AS_THEY_ARE = UserMapping()
 Progress = Callable[[Iterable[dict[str, Any]], int], Iterator[dict[str, Any]]]
 
 
@@ -35,6 +36,7 @@ def import_agno(
     table: str | None = None,
     since: datetime | None = None,
     dry_run: bool = False,
+    users: UserMapping = AS_THEY_ARE,
     progress: Progress = lambda rows, total: iter(rows),
 ) -> Report:
     """Import every agent session of the Agno table at `url` (read-only there)."""
@@ -45,7 +47,7 @@ def import_agno(
         run_ids, call_ids = [], []
         for row in progress(source.rows(found), source.count(found)):
             report.read += 1
-            stored = _one(row, found.layout, since, dry_run, report)
+            stored = _one(row, found.layout, since, dry_run, users, report)
             if stored is not None and not dry_run:
                 run_ids += [r.pk for r in stored.runs]
                 call_ids += [c.pk for c in stored.calls]
@@ -57,14 +59,19 @@ def import_agno(
 
 
 def _one(
-    row: dict[str, Any], layout: str, since: datetime | None, dry_run: bool, report: Report
+    row: dict[str, Any],
+    layout: str,
+    since: datetime | None,
+    dry_run: bool,
+    users: UserMapping,
+    report: Report,
 ) -> Stored | None:
     session_id = row.get("session_id")
     try:
         parsed = parse_row(row, layout)
         if since is not None and parsed.updated_at < since:
             raise Skip("not updated since --since", "since")
-        stored = _store(parsed, dry_run)
+        stored = _store(parsed, dry_run, users)
     except Skip as skip:
         report.skip(session_id, skip.kind, skip.reason)
         return None
@@ -76,11 +83,11 @@ def _one(
     return stored
 
 
-def _store(parsed: Any, dry_run: bool) -> Stored:
+def _store(parsed: Any, dry_run: bool, users: UserMapping) -> Stored:
     if not dry_run:
-        return store_session(parsed)
+        return store_session(parsed, users)
     try:
         with transaction.atomic():
-            raise DryRun(store_session(parsed))
+            raise DryRun(store_session(parsed, users))
     except DryRun as undone:
         return undone.stored
