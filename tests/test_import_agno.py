@@ -22,6 +22,7 @@ from django.test import Client
 
 from sessions_app.models import Agent, LLMCall, Message, Run, Session, SessionSource, User
 from sessions_app.services import dashboard
+from sessions_app.services.agno_import import import_agno as import_agno_service
 from sessions_app.services.dashboard import Scope
 from sessions_app.services.rollups import fill
 from tests import agno2_db
@@ -279,6 +280,56 @@ def test_the_dashboard_counts_imported_runs_on_the_days_they_happened(agno2):
     by_model = {d["key"]: d["data"] for d in charts["tokens_by_model"]["datasets"]}
     assert sum(by_model["model:scripted"]) > 0
     assert sum(LLMCall.objects.values_list("total_tokens", flat=True)) <= tokens
+
+
+def completed_runs_on_march_10() -> int:
+    scope = Scope(
+        start=datetime(2025, 3, 10, tzinfo=UTC),
+        end=datetime(2025, 3, 11, tzinfo=UTC),
+        rolled_until=date(2025, 3, 20),
+    )
+    datasets = dashboard.build(scope).charts["runs_by_status"]["datasets"]
+    return sum(sum(d["data"]) for d in datasets if d["key"] == "COMPLETED")
+
+
+def interrupted_after(sessions: int, then: Any = None) -> Any:
+    """A progress callback that stops the import (as Ctrl-C does) once `sessions` rows are
+    through, or calls `then` between rows."""
+
+    def progress(rows: Any, total: int) -> Iterator[dict[str, Any]]:
+        for n, row in enumerate(rows):
+            if n == sessions:
+                if then is None:
+                    raise KeyboardInterrupt
+                then()
+            yield row
+
+    return progress
+
+
+def test_runs_stored_before_an_interrupted_import_are_counted_on_rolled_up_days(agno2):
+    move_to(agno2, datetime(2025, 3, 10, 12, tzinfo=UTC))
+    fill([date(2025, 3, 10)])
+
+    with pytest.raises(KeyboardInterrupt):
+        import_agno_service(str(agno2), progress=interrupted_after(1))
+
+    stored = Run.objects.count()
+    assert stored > 0
+    assert completed_runs_on_march_10() == stored
+    import_agno("--db", str(agno2))
+    assert completed_runs_on_march_10() == Run.objects.count() == 6
+
+
+def test_a_day_rolled_up_during_an_import_counts_each_run_once(agno2):
+    move_to(agno2, datetime(2025, 3, 10, 12, tzinfo=UTC))
+
+    import_agno_service(
+        str(agno2), progress=interrupted_after(2, then=lambda: fill([date(2025, 3, 10)]))
+    )
+
+    assert Run.objects.count() == 6
+    assert completed_runs_on_march_10() == 6
 
 
 def test_a_dry_run_reports_and_writes_nothing(agno2):

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, transaction
 
-from sessions_app.models import LLMCall, Run
 from sessions_app.services.agno_import.parse import Skip, parse_row
 from sessions_app.services.agno_import.report import Report
 from sessions_app.services.agno_import.source import open_source
 from sessions_app.services.agno_import.store import Stored, UserMapping, store_session
-from sessions_app.services.rollups.days import add_late
 
 log = logging.getLogger("parley.agno_import")
 
@@ -44,17 +43,13 @@ def import_agno(
     try:
         found = source.find_table(table)
         report = Report(layout=found.layout, table=found.name, dry_run=dry_run)
-        run_ids, call_ids = [], []
-        for row in progress(source.rows(found), source.count(found)):
-            report.read += 1
-            stored = _one(row, found.layout, since, dry_run, users, report)
-            if stored is not None and not dry_run:
-                run_ids += [r.pk for r in stored.runs]
-                call_ids += [c.pk for c in stored.calls]
+        # Closed before the source, also when the import stops early (Ctrl-C).
+        with closing(source.rows(found)) as rows:
+            for row in progress(rows, source.count(found)):
+                report.read += 1
+                _one(row, found.layout, since, dry_run, users, report)
     finally:
         source.close()
-    if run_ids:
-        add_late(Run.objects.filter(pk__in=run_ids), LLMCall.objects.filter(pk__in=call_ids))
     return report
 
 
@@ -65,7 +60,7 @@ def _one(
     dry_run: bool,
     users: UserMapping,
     report: Report,
-) -> Stored | None:
+) -> None:
     session_id = row.get("session_id")
     try:
         parsed = parse_row(row, layout)
@@ -74,13 +69,12 @@ def _one(
         stored = _store(parsed, dry_run, users)
     except Skip as skip:
         report.skip(session_id, skip.kind, skip.reason)
-        return None
+        return
     except DatabaseError as exc:
         log.warning("session %s could not be stored: %s", session_id, exc)
         report.skip(session_id, "error", f"could not be stored ({exc})")
-        return None
+        return
     report.add(stored)
-    return stored
 
 
 def _store(parsed: Any, dry_run: bool, users: UserMapping) -> Stored:

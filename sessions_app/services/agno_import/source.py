@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +65,7 @@ class Source:
             row = cursor.fetchone()
         return int(row["n"] if isinstance(row, dict) else row[0])
 
-    def rows(self, table: Table) -> Iterator[dict[str, Any]]:
+    def rows(self, table: Table) -> Generator[dict[str, Any]]:
         """Every row, oldest session first."""
         order = "created_at, session_id" if "created_at" in table.columns else "session_id"
         with self._cursor() as cursor:

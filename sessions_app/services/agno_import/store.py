@@ -35,6 +35,7 @@ from sessions_app.services.agno_import.parse import (
     AgnoSession,
     Skip,
 )
+from sessions_app.services.rollups.days import add_late
 from sessions_app.services.sessions import default_session_name
 
 METRIC_COLUMNS = (
@@ -112,6 +113,12 @@ def store_session(parsed: AgnoSession, mapping: UserMapping) -> Stored:
         return stored
     last = Run.objects.filter(session=session).aggregate(last=Max("position"))["last"] or 0
     _add_runs(stored, session, agent, new_runs, start=last + 1)
+    # Counted on days already rolled up in this same transaction, so a crash never leaves
+    # stored runs out of the dashboard.
+    add_late(
+        Run.objects.filter(pk__in=[r.pk for r in stored.runs]),
+        LLMCall.objects.filter(pk__in=[c.pk for c in stored.calls]),
+    )
     if stored.outcome == "unchanged":
         stored.outcome = "grew"
     Session.objects.filter(pk=session.pk).update(
