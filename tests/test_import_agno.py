@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from agno.db.postgres import PostgresDb
+from asgiref.sync import sync_to_async
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
@@ -25,8 +26,10 @@ from sessions_app.services import dashboard
 from sessions_app.services.agno_import import import_agno as import_agno_service
 from sessions_app.services.dashboard import Scope
 from sessions_app.services.rollups import fill
+from testkit.upstream import Reply
 from tests import agno2_db
-from tests.apiclient import api_client
+from tests.apiclient import api_client, asgi_client
+from tests.asgiclient import ASGIClient
 from tests.conftest import database_url_for_subprocess
 
 pytestmark = pytest.mark.django_db
@@ -227,6 +230,43 @@ def test_existing_users_own_their_sessions_and_the_api_shows_them(agno2, alice):
     User.objects.get(username="alice", is_active=True)
 
 
+def imported_for_active_alice(path: Path) -> tuple[Agent, ASGIClient]:
+    alice = User.objects.create_user("alice", password="alice-pass-123")
+    import_agno("--db", str(path))
+    return Agent.objects.get(name="Weatherbot"), asgi_client(alice)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_imported_agents_are_not_offered_but_their_sessions_go_on(agno2, agent, upstream):
+    weatherbot, as_alice = await sync_to_async(imported_for_active_alice)(agno2)
+    carol = await User.objects.acreate(username="carol", is_active=True)
+    as_carol = await sync_to_async(asgi_client)(carol)
+
+    for client in (as_alice, as_carol):
+        listed = (await client.get("/api/agents")).json()["data"]
+        assert [a["name"] for a in listed] == [agent.name]
+    assert (await as_carol.get(f"/api/agents/{weatherbot.pk}")).status_code == 404
+    refused = await as_carol.post("/api/sessions", {"agent_id": str(weatherbot.pk)})
+    assert refused.status_code == 404
+    picker = await sync_to_async(new_chat_page)(carol)
+    assert agent.name in picker and "Weatherbot" not in picker
+
+    upstream.script(Reply("Still sunny in Rome."))
+    ran = await as_alice.post("/api/runs", {"input": "And now?", "session_id": "fixed_id_for_demo"})
+    assert ran.status_code == 200
+    assert (ran.json()["agent_id"], ran.json()["content"]) == (
+        str(weatherbot.pk),
+        "Still sunny in Rome.",
+    )
+    assert (await as_alice.get(f"/api/agents/{weatherbot.pk}")).json()["name"] == "Weatherbot"
+
+
+def new_chat_page(user: User) -> str:
+    browser = Client()
+    browser.force_login(user)
+    return browser.get("/").content.decode()
+
+
 def test_the_admin_filters_imported_sessions(agno2, django_user_model, alice, agent):
     Session.objects.create(user=alice, agent=agent, session_name="Made here")
     import_agno("--db", str(agno2))
@@ -242,6 +282,8 @@ def test_the_admin_filters_imported_sessions(agno2, django_user_model, alice, ag
     assert "Made here" not in imported.content.decode()
     assert "Made here" in made_here.content.decode()
     assert "Agno import" in admin.get("/admin/sessions_app/session/").content.decode()
+    unlisted = admin.get("/admin/sessions_app/agent/", {"listed__exact": "0"}).content.decode()
+    assert "Weatherbot" in unlisted and agent.name not in unlisted
 
 
 def move_to(path: Path, day: datetime) -> None:

@@ -156,7 +156,13 @@ def _user(username: str, mapping: UserMapping) -> tuple[User, bool]:
 def _agent(agno: AgnoAgent) -> tuple[Agent, bool]:
     return Agent.objects.get_or_create(
         pk=agent_uuid(agno.agent_id),
-        defaults={"name": agno.name, "model": agno.model, "instructions": agno.instructions},
+        # Not offered to everyone for new chats: its instructions are Agno's, unreviewed here.
+        defaults={
+            "name": agno.name,
+            "model": agno.model,
+            "instructions": agno.instructions,
+            "listed": False,
+        },
     )
 
 
