@@ -7,6 +7,8 @@ import io
 import json
 import shutil
 import sqlite3
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
@@ -26,6 +28,7 @@ from sessions_app.services import dashboard
 from sessions_app.services.agno_import import import_agno as import_agno_service
 from sessions_app.services.dashboard import Scope
 from sessions_app.services.rollups import fill
+from sessions_app.services.rollups.days import DAY_LOCKS
 from testkit.upstream import Reply
 from tests import agno2_db
 from tests.apiclient import api_client, asgi_client
@@ -369,6 +372,54 @@ def test_a_day_rolled_up_during_an_import_counts_each_run_once(agno2):
     import_agno_service(
         str(agno2), progress=interrupted_after(2, then=lambda: fill([date(2025, 3, 10)]))
     )
+
+    assert Run.objects.count() == 6
+    assert completed_runs_on_march_10() == 6
+
+
+def in_thread(work: Any) -> threading.Thread:
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def until_waiting_on(day: date, waiters: int) -> None:
+    """Until `waiters` transactions wait for the day's lock (bounded, so a missing lock fails)."""
+    with psycopg.connect(database_url_for_subprocess(), autocommit=True) as db:
+        for _ in range(600):
+            found = db.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                "AND classid = %s AND objid = %s",
+                [DAY_LOCKS, day.toordinal()],
+            ).fetchone()[0]
+            if found >= waiters:
+                return
+            time.sleep(0.1)
+    pytest.fail(f"{waiters} waiter(s) on the lock of {day} never came")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rolling_a_day_up_waits_for_an_import_adding_to_it(agno2):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite lets one transaction write at a time")
+    day = date(2025, 3, 10)
+    move_to(agno2, datetime(2025, 3, 10, 12, tzinfo=UTC))
+    with psycopg.connect(database_url_for_subprocess(), autocommit=True) as held:
+        # The day's lock held from outside, so both sides are mid-transaction when it opens.
+        held.execute("SELECT pg_advisory_lock(%s, %s)", [DAY_LOCKS, day.toordinal()])
+        filling = in_thread(lambda: fill([day]))
+        until_waiting_on(day, 1)
+        importing = in_thread(lambda: import_agno("--db", str(agno2)))
+        until_waiting_on(day, 2)
+        held.execute("SELECT pg_advisory_unlock(%s, %s)", [DAY_LOCKS, day.toordinal()])
+        filling.join()
+        importing.join()
 
     assert Run.objects.count() == 6
     assert completed_runs_on_march_10() == 6
