@@ -119,3 +119,4 @@ def default_agent() -> Agent:
     agent = Agent.objects.filter(listed=True).order_by("-is_default", "created_at").first()
     if agent is None:
         raise NotFound
+    return agent
