@@ -264,6 +264,19 @@ async def test_imported_agents_are_not_offered_but_their_sessions_go_on(agno2, a
     assert (await as_alice.get(f"/api/agents/{weatherbot.pk}")).json()["name"] == "Weatherbot"
 
 
+def test_an_imported_agent_is_never_the_default_for_a_new_session(agno2, alice):
+    Agent.objects.all().delete()  # a server whose first agents came from Agno
+    import_agno("--db", str(agno2))
+    offered = Agent.objects.create(name="Made here", model="scripted")  # none is the default
+    alice.is_active = True
+    alice.save()
+
+    created = api_client(alice).post("/api/sessions", {}, content_type="application/json")
+
+    assert created.status_code == 201
+    assert created.json()["agent_id"] == str(offered.pk)
+
+
 def new_chat_page(user: User) -> str:
     browser = Client()
     browser.force_login(user)
