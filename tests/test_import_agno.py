@@ -564,6 +564,11 @@ def test_an_unsupported_url_is_named_without_its_password():
         raised.value
     )
     assert "s3cret-pw" not in str(raised.value)
+    with pytest.raises(CommandError) as raised:
+        import_agno("--db", "postgresql+psycopg://reader:s3cret%zz-pw@127.0.0.1/agno")
+
+    assert "Cannot connect to postgresql+psycopg://reader:***@127.0.0.1/agno" in str(raised.value)
+    assert "s3cret" not in str(raised.value)
 
 
 # -- Agno 1.x ----------------------------------------------------------------------------------

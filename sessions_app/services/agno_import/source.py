@@ -136,11 +136,19 @@ def _sqlite(url: str) -> Source:
     return Source(connection, "sqlite")
 
 
+def _masked(text: str, url: str) -> str:
+    """`text` without the URL's password: libpq quotes the part of a URL it cannot parse."""
+    raw = urlsplit(url).netloc.rpartition("@")[0].partition(":")[2]
+    for secret in sorted({raw, unquote(raw)} - {""}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def _postgres(url: str) -> Source:
-    scheme, rest = url.split("://", 1)
+    _, rest = url.split("://", 1)
     try:
         connection = psycopg.connect(f"postgresql://{rest}", row_factory=dict_row)
     except psycopg.Error as exc:
-        raise SourceError(f"Cannot connect to {scheme}://…: {exc}") from exc
+        raise SourceError(f"Cannot connect to {redacted(url)}: {_masked(str(exc), url)}") from exc
     connection.read_only = True
     return Source(connection, "postgresql")
