@@ -65,7 +65,7 @@ class Source:
             row = cursor.fetchone()
         return int(row["n"] if isinstance(row, dict) else row[0])
 
-    def rows(self, table: Table) -> Generator[dict[str, Any]]:
+    def rows(self, table: Table) -> Generator[dict[str, Any], None, None]:
         """Every row, oldest session first."""
         order = "created_at, session_id" if "created_at" in table.columns else "session_id"
         with self._cursor() as cursor:
