@@ -64,6 +64,11 @@ class Agent(models.Model):
         max_length=10, choices=FewShotOrder.choices, default=FewShotOrder.NEWEST
     )
     is_default = models.BooleanField(default=False)
+    listed = models.BooleanField(
+        default=True,
+        help_text="Offered to everyone for new chats. Agents made by import_agno are not, until "
+        "staff list them: their sessions still work for their owners.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

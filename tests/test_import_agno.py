@@ -7,6 +7,8 @@ import io
 import json
 import shutil
 import sqlite3
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
@@ -16,16 +18,21 @@ from typing import Any
 import psycopg
 import pytest
 from agno.db.postgres import PostgresDb
+from asgiref.sync import sync_to_async
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 
 from sessions_app.models import Agent, LLMCall, Message, Run, Session, SessionSource, User
 from sessions_app.services import dashboard
+from sessions_app.services.agno_import import import_agno as import_agno_service
 from sessions_app.services.dashboard import Scope
 from sessions_app.services.rollups import fill
+from sessions_app.services.rollups.days import DAY_LOCKS
+from testkit.upstream import Reply
 from tests import agno2_db
-from tests.apiclient import api_client
+from tests.apiclient import api_client, asgi_client
+from tests.asgiclient import ASGIClient
 from tests.conftest import database_url_for_subprocess
 
 pytestmark = pytest.mark.django_db
@@ -226,6 +233,56 @@ def test_existing_users_own_their_sessions_and_the_api_shows_them(agno2, alice):
     User.objects.get(username="alice", is_active=True)
 
 
+def imported_for_active_alice(path: Path) -> tuple[Agent, ASGIClient]:
+    alice = User.objects.create_user("alice", password="alice-pass-123")
+    import_agno("--db", str(path))
+    return Agent.objects.get(name="Weatherbot"), asgi_client(alice)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_imported_agents_are_not_offered_but_their_sessions_go_on(agno2, agent, upstream):
+    weatherbot, as_alice = await sync_to_async(imported_for_active_alice)(agno2)
+    carol = await User.objects.acreate(username="carol", is_active=True)
+    as_carol = await sync_to_async(asgi_client)(carol)
+
+    for client in (as_alice, as_carol):
+        listed = (await client.get("/api/agents")).json()["data"]
+        assert [a["name"] for a in listed] == [agent.name]
+    assert (await as_carol.get(f"/api/agents/{weatherbot.pk}")).status_code == 404
+    refused = await as_carol.post("/api/sessions", {"agent_id": str(weatherbot.pk)})
+    assert refused.status_code == 404
+    picker = await sync_to_async(new_chat_page)(carol)
+    assert agent.name in picker and "Weatherbot" not in picker
+
+    upstream.script(Reply("Still sunny in Rome."))
+    ran = await as_alice.post("/api/runs", {"input": "And now?", "session_id": "fixed_id_for_demo"})
+    assert ran.status_code == 200
+    assert (ran.json()["agent_id"], ran.json()["content"]) == (
+        str(weatherbot.pk),
+        "Still sunny in Rome.",
+    )
+    assert (await as_alice.get(f"/api/agents/{weatherbot.pk}")).json()["name"] == "Weatherbot"
+
+
+def test_an_imported_agent_is_never_the_default_for_a_new_session(agno2, alice):
+    Agent.objects.all().delete()  # a server whose first agents came from Agno
+    import_agno("--db", str(agno2))
+    offered = Agent.objects.create(name="Made here", model="scripted")  # none is the default
+    alice.is_active = True
+    alice.save()
+
+    created = api_client(alice).post("/api/sessions", {}, content_type="application/json")
+
+    assert created.status_code == 201
+    assert created.json()["agent_id"] == str(offered.pk)
+
+
+def new_chat_page(user: User) -> str:
+    browser = Client()
+    browser.force_login(user)
+    return browser.get("/").content.decode()
+
+
 def test_the_admin_filters_imported_sessions(agno2, django_user_model, alice, agent):
     Session.objects.create(user=alice, agent=agent, session_name="Made here")
     import_agno("--db", str(agno2))
@@ -241,6 +298,8 @@ def test_the_admin_filters_imported_sessions(agno2, django_user_model, alice, ag
     assert "Made here" not in imported.content.decode()
     assert "Made here" in made_here.content.decode()
     assert "Agno import" in admin.get("/admin/sessions_app/session/").content.decode()
+    unlisted = admin.get("/admin/sessions_app/agent/", {"listed__exact": "0"}).content.decode()
+    assert "Weatherbot" in unlisted and agent.name not in unlisted
 
 
 def move_to(path: Path, day: datetime) -> None:
@@ -279,6 +338,104 @@ def test_the_dashboard_counts_imported_runs_on_the_days_they_happened(agno2):
     by_model = {d["key"]: d["data"] for d in charts["tokens_by_model"]["datasets"]}
     assert sum(by_model["model:scripted"]) > 0
     assert sum(LLMCall.objects.values_list("total_tokens", flat=True)) <= tokens
+
+
+def completed_runs_on_march_10() -> int:
+    scope = Scope(
+        start=datetime(2025, 3, 10, tzinfo=UTC),
+        end=datetime(2025, 3, 11, tzinfo=UTC),
+        rolled_until=date(2025, 3, 20),
+    )
+    datasets = dashboard.build(scope).charts["runs_by_status"]["datasets"]
+    return sum(sum(d["data"]) for d in datasets if d["key"] == "COMPLETED")
+
+
+def interrupted_after(sessions: int, then: Any = None) -> Any:
+    """A progress callback that stops the import (as Ctrl-C does) once `sessions` rows are
+    through, or calls `then` between rows."""
+
+    def progress(rows: Any, total: int) -> Iterator[dict[str, Any]]:
+        for n, row in enumerate(rows):
+            if n == sessions:
+                if then is None:
+                    raise KeyboardInterrupt
+                then()
+            yield row
+
+    return progress
+
+
+def test_runs_stored_before_an_interrupted_import_are_counted_on_rolled_up_days(agno2):
+    move_to(agno2, datetime(2025, 3, 10, 12, tzinfo=UTC))
+    fill([date(2025, 3, 10)])
+
+    with pytest.raises(KeyboardInterrupt):
+        import_agno_service(str(agno2), progress=interrupted_after(1))
+
+    stored = Run.objects.count()
+    assert stored > 0
+    assert completed_runs_on_march_10() == stored
+    import_agno("--db", str(agno2))
+    assert completed_runs_on_march_10() == Run.objects.count() == 6
+
+
+def test_a_day_rolled_up_during_an_import_counts_each_run_once(agno2):
+    move_to(agno2, datetime(2025, 3, 10, 12, tzinfo=UTC))
+
+    import_agno_service(
+        str(agno2), progress=interrupted_after(2, then=lambda: fill([date(2025, 3, 10)]))
+    )
+
+    assert Run.objects.count() == 6
+    assert completed_runs_on_march_10() == 6
+
+
+def in_thread(work: Any) -> threading.Thread:
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def until_waiting_on(day: date, waiters: int) -> None:
+    """Until `waiters` transactions wait for the day's lock (bounded, so a missing lock fails)."""
+    with psycopg.connect(database_url_for_subprocess(), autocommit=True) as db:
+        for _ in range(600):
+            found = db.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                "AND classid = %s AND objid = %s",
+                [DAY_LOCKS, day.toordinal()],
+            ).fetchone()[0]
+            if found >= waiters:
+                return
+            time.sleep(0.1)
+    pytest.fail(f"{waiters} waiter(s) on the lock of {day} never came")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rolling_a_day_up_waits_for_an_import_adding_to_it(agno2):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite lets one transaction write at a time")
+    day = date(2025, 3, 10)
+    move_to(agno2, datetime(2025, 3, 10, 12, tzinfo=UTC))
+    with psycopg.connect(database_url_for_subprocess(), autocommit=True) as held:
+        # The day's lock held from outside, so both sides are mid-transaction when it opens.
+        held.execute("SELECT pg_advisory_lock(%s, %s)", [DAY_LOCKS, day.toordinal()])
+        filling = in_thread(lambda: fill([day]))
+        until_waiting_on(day, 1)
+        importing = in_thread(lambda: import_agno("--db", str(agno2)))
+        until_waiting_on(day, 2)
+        held.execute("SELECT pg_advisory_unlock(%s, %s)", [DAY_LOCKS, day.toordinal()])
+        filling.join()
+        importing.join()
+
+    assert Run.objects.count() == 6
+    assert completed_runs_on_march_10() == 6
 
 
 def test_a_dry_run_reports_and_writes_nothing(agno2):
@@ -344,12 +501,74 @@ def test_an_id_taken_by_a_session_made_here_is_reported_and_left_alone(agno2, al
     assert not Run.objects.filter(session_id="session_101").exists()
 
 
+def test_an_agno_admin_does_not_get_the_staff_account_here(agno2, django_user_model):
+    root = django_user_model.objects.create_superuser("Admin", password="root-pass-123")
+    add_row(agno2, session_id="admins_chat", user_id="admin", runs="[]")
+
+    report = import_agno("--db", str(agno2))
+
+    assert "  admins_chat: user 'admin' is a staff account here" in report
+    assert not Session.objects.filter(user=root).exists()
+    assert "Imported 1 new sessions" in import_agno("--db", str(agno2), "--allow-staff-users")
+    assert Session.objects.get(pk="admins_chat").user == root
+
+
+def test_users_are_matched_as_sign_up_matches_them_case_aside(agno2, django_user_model):
+    alice = django_user_model.objects.create_user("Alice", password="alice-pass-123")
+
+    report = import_agno("--db", str(agno2))
+
+    assert "Users created (inactive): bob" in report
+    assert Session.objects.get(pk="fixed_id_for_demo").user == alice
+    assert not User.objects.filter(username="alice").exists()
+
+
+def test_a_user_id_that_cannot_be_a_username_is_reported_and_skipped(agno2):
+    add_row(agno2, session_id="spaced", user_id="carol smith", runs="[]")
+
+    report = import_agno("--db", str(agno2))
+
+    assert "  spaced: 'carol smith' cannot be a username: Enter a valid username." in report
+    assert "1 not usable as usernames" in report
+    assert not Session.objects.filter(pk="spaced").exists()
+    assert not User.objects.filter(username="carol smith").exists()
+
+
+def test_a_user_prefix_keeps_imported_users_apart(agno2, alice, django_user_model):
+    django_user_model.objects.create_superuser("admin", password="root-pass-123")
+    add_row(agno2, session_id="admins_chat", user_id="admin", runs="[]")
+
+    report = import_agno("--db", str(agno2), "--user-prefix", "agno-")
+
+    assert "Users created (inactive): agno-admin, agno-alice, agno-bob" in report
+    assert Session.objects.get(pk="fixed_id_for_demo").user.username == "agno-alice"
+    assert Session.objects.get(pk="admins_chat").user.username == "agno-admin"
+    assert not Session.objects.filter(user=alice).exists()
+    with pytest.raises(CommandError, match="--user-prefix 'agno '"):
+        import_agno("--db", str(agno2), "--user-prefix", "agno ")
+
+
 def test_a_missing_database_or_table_is_a_clear_error(tmp_path):
     with pytest.raises(CommandError, match="No SQLite file at"):
         import_agno("--db", str(tmp_path / "nothing.db"))
     sqlite3.connect(tmp_path / "empty.db").close()
     with pytest.raises(CommandError, match="No Agno sessions table found"):
         import_agno("--db", str(tmp_path / "empty.db"))
+
+
+def test_an_unsupported_url_is_named_without_its_password():
+    with pytest.raises(CommandError) as raised:
+        import_agno("--db", "mysql+pymysql://reader:s3cret-pw@db.example/agno")
+
+    assert "Unsupported database URL 'mysql+pymysql://reader:***@db.example/agno'" in str(
+        raised.value
+    )
+    assert "s3cret-pw" not in str(raised.value)
+    with pytest.raises(CommandError) as raised:
+        import_agno("--db", "postgresql+psycopg://reader:s3cret%zz-pw@127.0.0.1/agno")
+
+    assert "Cannot connect to postgresql+psycopg://reader:***@127.0.0.1/agno" in str(raised.value)
+    assert "s3cret" not in str(raised.value)
 
 
 # -- Agno 1.x ----------------------------------------------------------------------------------

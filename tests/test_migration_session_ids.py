@@ -9,6 +9,7 @@ from datetime import date
 
 import pytest
 from django.db import connection
+from django.db.migrations.exceptions import IrreversibleError
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
@@ -127,3 +128,20 @@ def test_the_change_can_be_undone_while_every_id_is_a_uuid(before_string_ids):
     assert apps.get_model("sessions_app", "Run").objects.get().session_id == old_id
     item = apps.get_model("datasets_app", "DatasetItem").objects.get()
     assert item.source_session_id == old_id
+
+
+def test_the_change_is_not_undone_while_a_chosen_id_exists(before_string_ids):
+    store_old_session(migrate(BEFORE))
+    apps = migrate(AFTER)
+    old = apps.get_model("sessions_app", "Session").objects.get()
+    chosen = "not-a-uuid-but-36-characters-long-ok"
+    assert len(chosen) == 36
+    apps.get_model("sessions_app", "Session").objects.create(
+        session_id=chosen, user=old.user, agent=old.agent, session_name="Chosen"
+    )
+    before = stored_session_ids()
+
+    with pytest.raises(IrreversibleError, match=f"such as '{chosen}'"):
+        migrate(BEFORE)
+
+    assert stored_session_ids() == before

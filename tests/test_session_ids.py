@@ -8,10 +8,12 @@ import re
 import uuid
 
 import pytest
+from django.db import IntegrityError
 from django.test import Client
 
 from datasets_app.models import Dataset
 from sessions_app.models import Session
+from sessions_app.services.sessions import create_session
 from testkit.upstream import Reply
 from tests.apiclient import api_client, asgi_client, stored_run
 from tests.asgiclient import ASGIClient
@@ -55,6 +57,18 @@ def test_a_taken_id_answers_409_and_changes_nothing(alice, bob, agent):
     assert taken.status_code == 409
     assert taken.json() == {"detail": "A session with this id exists already."}
     assert Session.objects.get(pk="session_101").user == alice
+
+
+def test_a_failed_save_without_a_chosen_id_is_not_called_a_taken_id(django_user_model, agent):
+    # The account went away between the request's login and the insert.
+    gone = django_user_model.objects.create_user("gone", password="gone-pass-123")
+    django_user_model.objects.filter(pk=gone.pk).delete()
+
+    with pytest.raises(IntegrityError):
+        create_session(gone, agent_id=agent.pk)
+    with pytest.raises(IntegrityError):
+        create_session(gone, agent_id=agent.pk, session_id="free_id")
+    assert not Session.objects.exists()
 
 
 @pytest.mark.parametrize("bad", ["has space", "", "x" * 129, "..", "é", "a/b", 7])

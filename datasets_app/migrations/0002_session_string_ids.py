@@ -1,7 +1,10 @@
 # Items keep the id of the session they came from as text, like the session itself
-# (sessions_app 0008): the dashed form on SQLite too.
+# (sessions_app 0009): the dashed form on SQLite too.
+
+import re
 
 from django.db import migrations, models
+from django.db.migrations.exceptions import IrreversibleError
 
 DASHED = (
     "lower(substr({c}, 1, 8) || '-' || substr({c}, 9, 4) || '-' || substr({c}, 13, 4) || '-' || "
@@ -19,7 +22,28 @@ def dash_sqlite_ids(apps, schema_editor):
     )
 
 
+# What a uuid column can take back: 32 hex digits, or the dashed form.
+UUID_TEXT = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+def refuse_chosen_ids(schema_editor):
+    """Undoing this would mangle or lose a session id that is not a UUID: stop instead."""
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT source_session_id FROM datasets_app_datasetitem "
+            "WHERE source_session_id IS NOT NULL"
+        )
+        chosen = [v for (v,) in cursor.fetchall() if not UUID_TEXT.fullmatch(str(v))]
+    if chosen:
+        raise IrreversibleError(
+            "Cannot turn session ids back into UUIDs: dataset items come from "
+            f"{len(chosen)} session(s) whose id is not a UUID (such as {chosen[0]!r}). "
+            "Delete those items first."
+        )
+
+
 def undash_sqlite_ids(apps, schema_editor):
+    refuse_chosen_ids(schema_editor)
     if schema_editor.connection.vendor != "sqlite":
         return
     schema_editor.execute(

@@ -19,10 +19,10 @@ FEWSHOT_FIELDS = ["fewshot_dataset", "fewshot_count", "fewshot_order"]
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     list_display = [
-        "name", "model", "is_default", "history", "search_session_history",
+        "name", "model", "is_default", "listed", "history", "search_session_history",
         "enable_session_summaries", "sessions", "updated_at",
     ]  # fmt: skip
-    list_filter = ["model", "is_default", "enable_session_summaries"]
+    list_filter = ["model", "is_default", "listed", "enable_session_summaries"]
     search_fields = ["name", "model", "instructions"]
 
     def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> list[Any]:

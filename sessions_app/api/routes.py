@@ -67,7 +67,7 @@ def _user(request: HttpRequest) -> User:
 @agents_router.get("", response={200: AgentList, **READ_ERRORS})
 def list_agents(request: HttpRequest, query: Query[AgentListQuery]) -> dict[str, Any]:
     orderings = {"name": ["name"], "created_at": ["created_at"], "updated_at": ["updated_at"]}
-    return paginate(agent_service.list_agents(), query, orderings)
+    return paginate(agent_service.list_agents(_user(request)), query, orderings)
 
 
 @agents_router.post("", response={201: AgentOut, **WRITE_ERRORS})

@@ -92,21 +92,31 @@ def get_run_for_owner(user: User, run_id: Any) -> Run:
 
 
 def get_agent_for_user(user: User, agent_id: Any = None, *, loaded: Agent | None = None) -> Agent:
-    """Agents are shared configs: everyone signed in may chat with any of them. `loaded` is one
-    already fetched (a session's own, with the session): named again, it costs no query."""
+    """Listed agents are shared configs: everyone signed in may chat with any of them. An
+    unlisted one (brought in by an import) only staff and those with a session of it may see.
+    `loaded` is one already fetched (a session's own, with the session): named again, it costs
+    no query."""
     if agent_id is None:
         return default_agent()
     wanted = _uuid(agent_id)
     if loaded is not None and loaded.pk == wanted:
         return loaded
     try:
-        return Agent.objects.get(pk=wanted)
+        agent = Agent.objects.get(pk=wanted)
     except Agent.DoesNotExist as exc:
         raise NotFound from exc
+    if agent.listed or user.is_staff or Session.objects.filter(user=user, agent=agent).exists():
+        return agent
+    raise NotFound
+
+
+def agents_for_user(user: User) -> QuerySet[Agent]:
+    """The agents `user` may list: the listed ones, and for staff (who manage them) all."""
+    return Agent.objects.all() if user.is_staff else Agent.objects.filter(listed=True)
 
 
 def default_agent() -> Agent:
-    agent = Agent.objects.order_by("-is_default", "created_at").first()
+    agent = Agent.objects.filter(listed=True).order_by("-is_default", "created_at").first()
     if agent is None:
         raise NotFound
     return agent

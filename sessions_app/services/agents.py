@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 
 from datasets_app.models import Dataset
 from sessions_app.models import Agent, User
-from sessions_app.services.access import NotFound, get_agent_for_user
+from sessions_app.services.access import NotFound, agents_for_user, get_agent_for_user
 
 EDITABLE_FIELDS = frozenset(
     {
@@ -54,8 +54,8 @@ def _check_fields(values: dict[str, Any]) -> None:
         raise NotFound
 
 
-def list_agents() -> QuerySet[Agent]:
-    return Agent.objects.all()
+def list_agents(user: User) -> QuerySet[Agent]:
+    return agents_for_user(user)
 
 
 def create_agent(user: User, **values: Any) -> Agent:

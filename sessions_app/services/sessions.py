@@ -90,7 +90,10 @@ def create_session(
         with transaction.atomic():
             session.save(force_insert=True)
     except IntegrityError as exc:
-        raise SessionIdTaken("A session with this id exists already.") from exc
+        # Only a clash on the chosen id is the caller's to fix; anything else is a real fault.
+        if session_id and Session.objects.filter(pk=session_id).exists():
+            raise SessionIdTaken("A session with this id exists already.") from exc
+        raise
     return session
 
 

@@ -83,7 +83,8 @@ def _sidebar_page(request: HttpRequest, page_number: int) -> dict[str, Any]:
 def _conversation_context(request: HttpRequest, session: Session | None) -> dict[str, Any]:
     context: dict[str, Any] = {"session": session, "max_input": settings.PARLEY_MAX_INPUT_CHARS}
     if session is None:
-        agents = list(Agent.objects.order_by("-is_default", "name"))
+        # The choices for a new chat: agents made by an import stay out until listed.
+        agents = list(Agent.objects.filter(listed=True).order_by("-is_default", "name"))
         context |= {
             "runs": [],
             "agents": agents,

@@ -10,7 +10,12 @@ from typing import Any, TextIO
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from sessions_app.services.agno_import import SourceError, import_agno
+from sessions_app.services.agno_import import (
+    SourceError,
+    UserMapping,
+    import_agno,
+    username_problem,
+)
 
 
 def _since(value: str) -> datetime:
@@ -38,15 +43,30 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="Read and report; write nothing."
         )
+        parser.add_argument(
+            "--user-prefix",
+            default="",
+            help="Agno user id U becomes the Parley user PREFIX+U (default: no prefix).",
+        )
+        parser.add_argument(
+            "--allow-staff-users",
+            action="store_true",
+            help="Let sessions go to a staff or superuser account whose name matches.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         since = _since(options["since"]) if options["since"] else None
+        prefix = options["user_prefix"]
+        if prefix and username_problem(prefix):
+            raise CommandError(f"--user-prefix {prefix!r}: {username_problem(prefix)}")
+        users = UserMapping(prefix=prefix, allow_staff=options["allow_staff_users"])
         try:
             report = import_agno(
                 options["db"],
                 table=options["table"],
                 since=since,
                 dry_run=options["dry_run"],
+                users=users,
                 progress=self._bar,
             )
         except SourceError as exc:

@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from sessions_app.services.agno_import.store import Stored
 
 # Skips listed one by one; those older than --since are only counted.
-LISTED = ("team", "workflow", "malformed", "conflict", "error")
+LISTED = ("team", "workflow", "malformed", "user", "staff", "conflict", "error")
 KINDS = {
     "team": "team sessions",
     "workflow": "workflow sessions",
     "since": "not updated since --since",
     "malformed": "malformed",
+    "user": "not usable as usernames",
+    "staff": "for staff accounts",
     "conflict": "id conflicts",
     "error": "failed to store",
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +65,7 @@ class Source:
             row = cursor.fetchone()
         return int(row["n"] if isinstance(row, dict) else row[0])
 
-    def rows(self, table: Table) -> Iterator[dict[str, Any]]:
+    def rows(self, table: Table) -> Generator[dict[str, Any], None, None]:
         """Every row, oldest session first."""
         order = "created_at, session_id" if "created_at" in table.columns else "session_id"
         with self._cursor() as cursor:
@@ -107,7 +107,19 @@ def open_source(url: str) -> Source:
         return _postgres(url)
     if scheme in ("", "sqlite", "file") or len(scheme) == 1:  # a Windows drive letter
         return _sqlite(url)
-    raise SourceError(f"Unsupported database URL {url!r}: give a SQLite file or postgres:// URL.")
+    raise SourceError(
+        f"Unsupported database URL {redacted(url)!r}: give a SQLite file or postgres:// URL."
+    )
+
+
+def redacted(url: str) -> str:
+    """`url` with its password (if any) masked, fit for a message or a log line."""
+    parts = urlsplit(url)
+    if not parts.netloc or parts.password is None:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name = user.split(":", 1)[0]
+    return parts._replace(netloc=f"{name}:***@{host}").geturl()
 
 
 def _sqlite(url: str) -> Source:
@@ -124,11 +136,19 @@ def _sqlite(url: str) -> Source:
     return Source(connection, "sqlite")
 
 
+def _masked(text: str, url: str) -> str:
+    """`text` without the URL's password: libpq quotes the part of a URL it cannot parse."""
+    raw = urlsplit(url).netloc.rpartition("@")[0].partition(":")[2]
+    for secret in sorted({raw, unquote(raw)} - {""}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def _postgres(url: str) -> Source:
-    scheme, rest = url.split("://", 1)
+    _, rest = url.split("://", 1)
     try:
         connection = psycopg.connect(f"postgresql://{rest}", row_factory=dict_row)
     except psycopg.Error as exc:
-        raise SourceError(f"Cannot connect to {scheme}://…: {exc}") from exc
+        raise SourceError(f"Cannot connect to {redacted(url)}: {_masked(str(exc), url)}") from exc
     connection.read_only = True
     return Source(connection, "postgresql")

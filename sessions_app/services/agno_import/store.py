@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
@@ -34,6 +35,7 @@ from sessions_app.services.agno_import.parse import (
     AgnoSession,
     Skip,
 )
+from sessions_app.services.rollups.days import add_late
 from sessions_app.services.sessions import default_session_name
 
 METRIC_COLUMNS = (
@@ -59,6 +61,28 @@ class Stored:
     agent_created: str | None = None
 
 
+@dataclass(frozen=True)
+class UserMapping:
+    """How Agno user ids become Parley accounts: `prefix` + the id, matched as sign-up matches
+    usernames (case aside); staff accounts only when allowed, so an Agno "admin" is not ours."""
+
+    prefix: str = ""
+    allow_staff: bool = False
+
+    def username(self, user_id: str) -> str:
+        return self.prefix + user_id
+
+
+def username_problem(username: str) -> str | None:
+    """Why `username` cannot be a Parley username (the User model's own rules), else None."""
+    field = get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD)
+    try:
+        field.run_validators(username)
+    except ValidationError as exc:
+        return " ".join(exc.messages)
+    return None
+
+
 def agent_uuid(agno_agent_id: str) -> uuid.UUID:
     try:
         return uuid.UUID(agno_agent_id)
@@ -67,13 +91,14 @@ def agent_uuid(agno_agent_id: str) -> uuid.UUID:
 
 
 @transaction.atomic
-def store_session(parsed: AgnoSession) -> Stored:
+def store_session(parsed: AgnoSession, mapping: UserMapping) -> Stored:
+    username = mapping.username(parsed.user_id)
     session = Session.objects.select_related("user").filter(pk=parsed.session_id).first()
     if session is not None and session.source != SessionSource.AGNO:
         raise Skip("a Parley session has this id already", "conflict")
-    if session is not None and session.user.get_username() != parsed.user_id:
+    if session is not None and session.user.get_username().casefold() != username.casefold():
         raise Skip("imported before for another user", "conflict")
-    user, user_created = _user(parsed.user_id)
+    user, user_created = _user(username, mapping)
     agent, agent_created = _agent(parsed.agent)
     stored = Stored(
         "imported" if session is None else "unchanged",
@@ -88,6 +113,12 @@ def store_session(parsed: AgnoSession) -> Stored:
         return stored
     last = Run.objects.filter(session=session).aggregate(last=Max("position"))["last"] or 0
     _add_runs(stored, session, agent, new_runs, start=last + 1)
+    # Counted on days already rolled up in this same transaction, so a crash never leaves
+    # stored runs out of the dashboard.
+    add_late(
+        Run.objects.filter(pk__in=[r.pk for r in stored.runs]),
+        LLMCall.objects.filter(pk__in=[c.pk for c in stored.calls]),
+    )
     if stored.outcome == "unchanged":
         stored.outcome = "grew"
     Session.objects.filter(pk=session.pk).update(
@@ -99,11 +130,22 @@ def store_session(parsed: AgnoSession) -> Stored:
     return stored
 
 
-def _user(username: str) -> tuple[User, bool]:
+def _user(username: str, mapping: UserMapping) -> tuple[User, bool]:
     users = get_user_model()
-    user = users.objects.filter(username=username).first()
+    # Sign-up refuses a username that differs from a taken one only in case: so does this.
+    same = users.objects.filter(username__iexact=username).order_by("pk")
+    user = same.filter(username=username).first() or same.first()
     if user is not None:
+        if (user.is_staff or user.is_superuser) and not mapping.allow_staff:
+            raise Skip(
+                f"user {username!r} is a staff account here (see --allow-staff-users, "
+                "--user-prefix)",
+                "staff",
+            )
         return user, False
+    problem = username_problem(username)
+    if problem:
+        raise Skip(f"{username!r} cannot be a username: {problem}", "user")
     # Someone known only to Agno: an account that cannot sign in until staff activate it.
     user = users(username=username, is_active=False)
     user.set_unusable_password()
@@ -114,7 +156,13 @@ def _user(username: str) -> tuple[User, bool]:
 def _agent(agno: AgnoAgent) -> tuple[Agent, bool]:
     return Agent.objects.get_or_create(
         pk=agent_uuid(agno.agent_id),
-        defaults={"name": agno.name, "model": agno.model, "instructions": agno.instructions},
+        # Not offered to everyone for new chats: its instructions are Agno's, unreviewed here.
+        defaults={
+            "name": agno.name,
+            "model": agno.model,
+            "instructions": agno.instructions,
+            "listed": False,
+        },
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
 
@@ -17,6 +17,9 @@ from sessions_app.services.rollups import histogram
 LATENCY = ("time_to_first_token", "duration")
 RUN_KEY = ("day", "session_id", "user_id", "agent_id", "model", "status")
 BATCH = 5000
+# First key of the PostgreSQL advisory locks that keep rolling a day up and adding late rows to
+# it apart ("PRLY"); the second is the day's ordinal.
+DAY_LOCKS = 0x50524C59
 
 
 def closed_before(now: datetime) -> date:
@@ -29,7 +32,8 @@ def fill(days: Iterable[date]) -> int:
     """Roll up those of `days` (closed days only) not rolled up yet; how many this call did.
 
     All in one transaction. A day is claimed by inserting its RolledDay row: a second process
-    wanting the same day waits on that row and skips the day once the first commits.
+    wanting the same day waits on that row and skips the day once the first commits. Rows added
+    late (add_late) wait for the day's lock, so they are summed here or added after, never both.
     """
     days = set(days)
     done = set(RolledDay.objects.filter(day__in=days).values_list("day", flat=True))
@@ -37,12 +41,23 @@ def fill(days: Iterable[date]) -> int:
     if not wanted:
         return 0
     with transaction.atomic():
+        _lock(wanted)
         claimed = [day for day in wanted if _claim(day)]
         if claimed:
             _store_runs(claimed)
             _store_calls(claimed)
             _store_latency(claimed)
     return len(claimed)
+
+
+def _lock(days: Iterable[date]) -> None:
+    """Hold the days' locks until the transaction ends; taken in order, so no two holders wait
+    on each other. SQLite needs none: it lets one transaction write at a time."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for day in sorted(set(days)):
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [DAY_LOCKS, day.toordinal()])
 
 
 def _claim(day: date) -> bool:
@@ -117,15 +132,30 @@ def _latency_days(calls: QuerySet[LLMCall], days: list[date]) -> list[LatencyDay
 
 def add_late(runs: QuerySet[Run], calls: QuerySet[LLMCall]) -> None:
     """Runs and calls stored after their day was rolled up (imported from elsewhere): added to
-    that day's sums, so the dashboard counts them on the days they happened."""
-    days = sorted(RolledDay.objects.values_list("day", flat=True))
-    if not days:
-        return
+    that day's sums, so the dashboard counts them on the days they happened.
+
+    Call it in the transaction that stores them: the days' locks, held to its end, make a
+    concurrent fill() of those days either see these rows or run before this reads RolledDay.
+    """
     with transaction.atomic():
+        theirs = _days_of(runs, calls)
+        _lock(theirs)
+        days = sorted(RolledDay.objects.filter(day__in=theirs).values_list("day", flat=True))
+        if not days:
+            return
         _add(_run_days(runs, days), RUN_KEY, ("started", "rated_up", "rated_down"))
         call_key = ("day", "kind", "model", "agent_id", "user_id")
         _add(_call_days(calls, days), call_key, ("made", "tokens_in", "tokens_out", "spent"))
         _add(_latency_days(calls, days), ("day", "field", "bucket"), ("calls",))
+
+
+def _days_of(runs: QuerySet[Run], calls: QuerySet[LLMCall]) -> set[date]:
+    found: set[date] = set()
+    for rows, field in ((runs, "created_at"), (runs, "feedback_at"), (calls, "created_at")):
+        dated = rows.order_by().filter(**{f"{field}__isnull": False})
+        days = dated.annotate(day=TruncDate(F(field), tzinfo=UTC)).values_list("day", flat=True)
+        found.update(days.distinct())
+    return found
 
 
 def _add(rows: list[Any], key: tuple[str, ...], counters: tuple[str, ...]) -> None:
