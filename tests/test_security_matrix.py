@@ -150,6 +150,7 @@ PUBLIC = roles(200, 200, 200, 200)
 
 PAGES = [
     Case("GET", "healthz", PUBLIC),
+    Case("GET", "favicon.ico", roles(302, 302, 302, 302)),
     Case("GET", "", SIGNED_IN),
     Case("GET", "s/<session_id:session_id>/", OWN_PAGE),
     Case("POST", "s/<session_id:session_id>/rename", OWN_PAGE, {"session_name": "renamed"}),
