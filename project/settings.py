@@ -220,13 +220,18 @@ PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
 # The nginx that `serve --workers N` runs in front of them; unset, nginx on PATH or in /usr/sbin.
 PARLEY_NGINX = getenv("PARLEY_NGINX", "")
-# Wrong passwords an account may send within the window (seconds) before sign-in waits; 0 turns
-# the throttle off. Counted in the database: every process sees them.
+# Wrong passwords for one account from one client address within the window (seconds) before
+# that address gets no more checked for it; as many for an account from all addresses together
+# start slowing the addresses that failed for it (sessions_app/services/login_throttle.py).
+# 0 turns the throttle off. Counted in the database: every process sees them.
 PARLEY_LOGIN_FAILURES = envint("PARLEY_LOGIN_FAILURES", 10)
-# The same from one client address, higher: many people may sign in from one (a NAT, a proxy
-# that does not say who the client is); 0 counts no addresses.
+# Wrong passwords from one address, whatever the accounts; higher: many people may sign in from
+# one (a NAT, a proxy that does not say who the client is); 0 counts no addresses.
 PARLEY_LOGIN_FAILURES_PER_ADDRESS = envint("PARLEY_LOGIN_FAILURES_PER_ADDRESS", 100)
 PARLEY_LOGIN_WINDOW = envint("PARLEY_LOGIN_WINDOW", 15 * 60)
+# The longest an address that failed for a much-guessed account waits between tries (seconds);
+# 0: no slowing.
+PARLEY_LOGIN_DELAY_MAX = envint("PARLEY_LOGIN_DELAY_MAX", 30)
 # The largest request body accepted: refused from its announced or counted size, before it is
 # read whole (project/bodylimit.py). The largest chat socket message: daphne, started by
 # `serve`, closes a socket sent a longer one as it arrives; the consumer refuses it too.

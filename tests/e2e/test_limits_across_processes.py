@@ -54,16 +54,17 @@ def logged_in(base_url: str, username: str, password: str) -> httpx.Client:
     return client
 
 
-def test_wrong_passwords_sent_to_one_process_lock_the_account_in_another(
+def test_wrong_passwords_sent_to_one_process_are_counted_in_another(
     live_server_url: str, alice: User
 ):
     for _ in range(10):
         assert logged_in(live_server_url, "alice", "wrong").last_login_status == 200
 
-    # The server process refuses the eleventh...
+    # The server process refuses the eleventh from that address...
     assert logged_in(live_server_url, "alice", "alice-pass-123").last_login_status == 429
-    # ...and so does this one, which saw none of the ten.
-    here = Client()
+    # ...and so does this one, which saw none of the ten, to the same address (the server's
+    # clients, like the test client, come from 127.0.0.1).
+    here = Client(REMOTE_ADDR="127.0.0.1")
     response = here.post("/accounts/login/", {"username": "alice", "password": "alice-pass-123"})
     assert response.status_code == 429
     assert get_user(here).is_anonymous
