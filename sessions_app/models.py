@@ -11,15 +11,47 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from sessions_app.ids import SESSION_ID_MAX_LENGTH, new_session_id
+from sessions_app.usernames import AccountUsernameValidator
 
 
 class User(AbstractUser):
+    # Django's field with ':' allowed, which sign-up refuses: see usernames.py.
+    username_validator = AccountUsernameValidator()
+    username = models.CharField(
+        _("username"),
+        max_length=150,
+        unique=True,
+        help_text=_("Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only."),
+        validators=[username_validator],
+        error_messages={"unique": _("A user with that username already exists.")},
+    )
     allow_training = models.BooleanField(
         default=True,
         help_text="Whether this user's conversations may be exported to train models.",
     )
+
+
+class ImportedIdentity(models.Model):
+    """The account a user of an imported database has here, so each later import of the same
+    `source` finds it again, whatever the account is called by then (services/agno_import)."""
+
+    source = models.CharField(max_length=255, help_text="The database imported from.")
+    external_user_id = models.CharField(max_length=150, help_text="The user's id there.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "external_user_id"], name="imported_identity_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.external_user_id} of {self.source}"
 
 
 class FewShotOrder(models.TextChoices):

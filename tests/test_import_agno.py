@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import sqlite3
 import threading
@@ -21,9 +22,20 @@ from agno.db.postgres import PostgresDb
 from asgiref.sync import sync_to_async
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.http import HttpResponse
 from django.test import Client
+from pytest_django.asserts import assertContains
 
-from sessions_app.models import Agent, LLMCall, Message, Run, Session, SessionSource, User
+from sessions_app.models import (
+    Agent,
+    ImportedIdentity,
+    LLMCall,
+    Message,
+    Run,
+    Session,
+    SessionSource,
+    User,
+)
 from sessions_app.services import dashboard
 from sessions_app.services.agno_import import import_agno as import_agno_service
 from sessions_app.services.dashboard import Scope
@@ -67,6 +79,12 @@ def everything() -> dict[str, list[dict[str, Any]]]:
     found["users"] = list(User.objects.order_by("pk").values("username", "is_active", "password"))
     found["agents"] = list(Agent.objects.order_by("pk").values())
     return found
+
+
+NEW_ALICE_AND_BOB = """Users (Agno user id -> Parley account):
+  alice -> agno:alice (new account, inactive)
+  bob -> agno:bob (new account, inactive)
+"""
 
 
 def when(epoch: int) -> datetime:
@@ -113,7 +131,7 @@ def assert_as_agno_stored(stored: list[Any]) -> None:
     for agno in stored:
         session = Session.objects.select_related("user", "agent").get(pk=agno.session_id)
         assert session.source == SessionSource.AGNO
-        assert session.user.username == agno.user_id
+        assert session.user.username == f"agno:{agno.user_id}"
         assert session.agent.name == agno.agent_data["name"]
         assert session.agent.model == "scripted"
         assert session.session_state == agno.session_data["session_state"]
@@ -163,6 +181,8 @@ def test_a_postgresql_store_is_read_like_a_sqlite_one(agno2_postgres):
     call_command("import_agno", "--db", url, stdout=out, stderr=err)
 
     assert "Agno 2.x table ai.agno_sessions: 4 sessions read." in out.getvalue()
+    source = re.search(r"Source \(see --source\): (.*)", out.getvalue())[1]
+    assert re.fullmatch(r"postgresql://[^:@]+:\d+/\w+#ai\.agno_sessions", source)  # no password
     assert "4/4" in err.getvalue()  # the progress bar
     assert_as_agno_stored(agno2_db.stored_sessions(store))
     assert "3 unchanged" in import_agno("--db", url.replace("postgres://", "postgresql://", 1))
@@ -176,14 +196,14 @@ def test_state_summary_users_and_agents_are_kept(agno2):
     assert bobs.session_state == {"destination": "Rome"}
     assert bobs.summary["summary"] == "Bob plans a trip to Rome in May."
     assert bobs.summary["topics"] == ["travel"]
-    alices = set(Session.objects.filter(user__username="alice").values_list("pk", flat=True))
+    alices = set(Session.objects.filter(user__username="agno:alice").values_list("pk", flat=True))
     made_by_agno = (alices - {"fixed_id_for_demo"}).pop()
     assert str(uuid.UUID(made_by_agno)) == made_by_agno
-    for name in ("alice", "bob"):
+    for name in ("agno:alice", "agno:bob"):
         user = User.objects.get(username=name)
         assert not user.is_active
         assert not user.has_usable_password()
-    assert "Users created (inactive): alice, bob" in report
+    assert NEW_ALICE_AND_BOB in report
     assert Agent.objects.get(name="Weatherbot").instructions == ""
     assert "Imported 3 new sessions, 0 grown (new runs only), 0 unchanged: 6 runs, " in report
     assert "Skipped 1: 1 team sessions" in report
@@ -217,10 +237,8 @@ def test_a_session_that_grew_in_agno_gains_only_its_new_run(agno2, upstream_serv
     assert [m.role for m in newest.messages.order_by("order")] == ["user", "assistant"]
 
 
-def test_existing_users_own_their_sessions_and_the_api_shows_them(agno2, alice):
-    alice.is_active = True
-    alice.save()
-    import_agno("--db", str(agno2))
+def test_existing_users_named_for_agno_ids_own_their_sessions_and_the_api_shows_them(agno2, alice):
+    import_agno("--db", str(agno2), "--map-user", "alice=alice")
 
     client = api_client(alice)
     runs = client.get("/api/sessions/fixed_id_for_demo/runs").json()["data"]
@@ -235,7 +253,7 @@ def test_existing_users_own_their_sessions_and_the_api_shows_them(agno2, alice):
 
 def imported_for_active_alice(path: Path) -> tuple[Agent, ASGIClient]:
     alice = User.objects.create_user("alice", password="alice-pass-123")
-    import_agno("--db", str(path))
+    import_agno("--db", str(path), "--map-user", "alice=alice")
     return Agent.objects.get(name="Weatherbot"), asgi_client(alice)
 
 
@@ -442,7 +460,7 @@ def test_a_dry_run_reports_and_writes_nothing(agno2):
     report = import_agno("--db", str(agno2), "--dry-run")
 
     assert "Would import 3 new sessions" in report
-    assert "Users created (inactive): alice, bob" in report
+    assert NEW_ALICE_AND_BOB in report
     assert "Dry run: nothing was written." in report
     assert not Session.objects.exists()
     assert not User.objects.exists()
@@ -488,7 +506,7 @@ def test_malformed_rows_are_reported_by_id_and_skipped_whole(agno2):
     assert "Imported 3 new sessions" in report
     assert not Session.objects.filter(pk__in=["bad_json", "no_user", "half_good"]).exists()
     assert not Run.objects.filter(pk=good_run["run_id"]).exists()
-    assert not User.objects.filter(username="carol").exists()
+    assert not User.objects.filter(username="agno:carol").exists()
 
 
 def test_an_id_taken_by_a_session_made_here_is_reported_and_left_alone(agno2, alice, agent):
@@ -501,37 +519,18 @@ def test_an_id_taken_by_a_session_made_here_is_reported_and_left_alone(agno2, al
     assert not Run.objects.filter(session_id="session_101").exists()
 
 
-def test_an_agno_admin_does_not_get_the_staff_account_here(agno2, django_user_model):
-    root = django_user_model.objects.create_superuser("Admin", password="root-pass-123")
-    add_row(agno2, session_id="admins_chat", user_id="admin", runs="[]")
-
-    report = import_agno("--db", str(agno2))
-
-    assert "  admins_chat: user 'admin' is a staff account here" in report
-    assert not Session.objects.filter(user=root).exists()
-    assert "Imported 1 new sessions" in import_agno("--db", str(agno2), "--allow-staff-users")
-    assert Session.objects.get(pk="admins_chat").user == root
-
-
-def test_users_are_matched_as_sign_up_matches_them_case_aside(agno2, django_user_model):
-    alice = django_user_model.objects.create_user("Alice", password="alice-pass-123")
-
-    report = import_agno("--db", str(agno2))
-
-    assert "Users created (inactive): bob" in report
-    assert Session.objects.get(pk="fixed_id_for_demo").user == alice
-    assert not User.objects.filter(username="alice").exists()
-
-
-def test_a_user_id_that_cannot_be_a_username_is_reported_and_skipped(agno2):
+def test_a_user_id_that_cannot_be_a_username_is_reported_and_skipped(agno2, alice):
     add_row(agno2, session_id="spaced", user_id="carol smith", runs="[]")
 
     report = import_agno("--db", str(agno2))
 
-    assert "  spaced: 'carol smith' cannot be a username: Enter a valid username." in report
+    assert "  spaced: 'agno:carol smith' cannot be a username: Enter a valid username." in report
+    assert "(see --map-user)" in report
     assert "1 not usable as usernames" in report
     assert not Session.objects.filter(pk="spaced").exists()
-    assert not User.objects.filter(username="carol smith").exists()
+    assert not User.objects.filter(username="agno:carol smith").exists()
+    import_agno("--db", str(agno2), "--map-user", "carol smith=alice")
+    assert Session.objects.get(pk="spaced").user == alice
 
 
 def test_a_user_prefix_keeps_imported_users_apart(agno2, alice, django_user_model):
@@ -540,7 +539,8 @@ def test_a_user_prefix_keeps_imported_users_apart(agno2, alice, django_user_mode
 
     report = import_agno("--db", str(agno2), "--user-prefix", "agno-")
 
-    assert "Users created (inactive): agno-admin, agno-alice, agno-bob" in report
+    assert "  admin -> agno-admin (new account, inactive)" in report
+    assert "  alice -> agno-alice (new account, inactive)" in report
     assert Session.objects.get(pk="fixed_id_for_demo").user.username == "agno-alice"
     assert Session.objects.get(pk="admins_chat").user.username == "agno-admin"
     assert not Session.objects.filter(user=alice).exists()
@@ -571,6 +571,192 @@ def test_an_unsupported_url_is_named_without_its_password():
     assert "s3cret" not in str(raised.value)
 
 
+# -- whose sessions they are ---------------------------------------------------------------------
+
+PASSWORD = "correct-horse-battery"
+
+
+def sign_up(client: Client, username: str) -> HttpResponse:
+    return client.post(
+        "/accounts/signup/", {"username": username, "password1": PASSWORD, "password2": PASSWORD}
+    )
+
+
+def signs_in_by_email(path: Path) -> None:
+    """Agno's `alice` is `alice@example.com` there, as an application using e-mails as ids has."""
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE agno_sessions SET user_id = 'alice@example.com' WHERE user_id = 'alice'")
+
+
+def test_a_look_alike_who_signed_up_first_receives_nothing(agno2, client):
+    signs_in_by_email(agno2)
+    assert sign_up(client, "alice@example.com").status_code == 302
+    look_alike = User.objects.get(username="alice@example.com")
+
+    report = import_agno("--db", str(agno2))
+
+    owner = Session.objects.get(pk="fixed_id_for_demo").user
+    assert owner.username == "agno:alice@example.com"
+    assert not owner.is_active and not owner.has_usable_password()
+    assert "  alice@example.com -> agno:alice@example.com (new account, inactive)" in report
+    assert not Run.objects.filter(user=look_alike).exists()
+    assert client.get("/api/sessions").json()["data"] == []  # the look-alike, signed in
+    assert client.get("/api/sessions/fixed_id_for_demo").status_code == 404
+
+
+def test_no_one_can_sign_up_as_an_imported_account_and_staff_can_activate_one(
+    agno2, client, django_user_model
+):
+    import_agno("--db", str(agno2))
+
+    assertContains(sign_up(client, "agno:carol"), "Enter a valid username.")
+    assert not User.objects.filter(username="agno:carol").exists()
+
+    imported = User.objects.get(username="agno:alice")
+    root = django_user_model.objects.create_superuser("root", password="root-pass-123")
+    admin = Client()
+    admin.force_login(root)
+    url = f"/admin/sessions_app/user/{imported.pk}/change/"
+    assertContains(admin.get(url), 'value="agno:alice"')
+    saved = admin.post(url, user_change_form(imported, is_active="on"))
+    assert saved.status_code == 302, saved.context["adminform"].form.errors
+    imported.refresh_from_db()
+    assert imported.is_active and imported.username == "agno:alice"
+
+
+def user_change_form(user: User, **changes: str) -> dict[str, str]:
+    """The admin's change form for `user` as the page fills it, with `changes`."""
+    joined = user.date_joined
+    return {
+        "username": user.username,
+        "date_joined_0": joined.strftime("%Y-%m-%d"),
+        "date_joined_1": joined.strftime("%H:%M:%S"),
+        **changes,
+    }
+
+
+def test_a_later_import_of_the_source_finds_the_account_it_made_even_renamed(
+    agno2, upstream_server, django_user_model
+):
+    import_agno("--db", str(agno2))
+    made = User.objects.get(username="agno:alice")
+    made.username = "alice.smith"
+    made.save()
+    look_alike = django_user_model.objects.create_user("agno:alice")  # the name, free again
+    agno2_db.add_turn(agno2_db.sqlite(agno2), upstream_server)
+    add_row(agno2, session_id="alices_later_chat", user_id="alice", runs="[]")
+
+    report = import_agno("--db", str(agno2))
+
+    assert "1 new sessions, 1 grown (new runs only), 2 unchanged" in report
+    assert "  alice -> alice.smith (earlier import)" in report
+    assert Session.objects.get(pk="alices_later_chat").user == made
+    assert Run.objects.get(session_id="fixed_id_for_demo", position=4).user == made
+    assert not Session.objects.filter(user=look_alike).exists()
+
+
+def test_a_new_account_whose_name_is_taken_gets_a_suffix(agno2, django_user_model):
+    taken = django_user_model.objects.create_user("AGNO:alice")  # case aside, as sign-up compares
+
+    report = import_agno("--db", str(agno2))
+
+    assert "  alice -> agno:alice-2 (new account, inactive)" in report
+    assert Session.objects.get(pk="fixed_id_for_demo").user.username == "agno:alice-2"
+    assert not Session.objects.filter(user=taken).exists()
+
+
+def test_map_user_gives_the_sessions_to_the_named_account_from_then_on(
+    agno2, alice, upstream_server
+):
+    dry = import_agno("--db", str(agno2), "--map-user", "alice=alice", "--dry-run")
+
+    assert "  alice -> alice (mapped)\n  bob -> agno:bob (new account, inactive)\n" in dry
+    assert not Session.objects.exists()
+    report = import_agno("--db", str(agno2), "--map-user", "alice=alice")
+    assert "  alice -> alice (mapped)" in report
+    assert Session.objects.filter(user=alice).count() == 2
+    assert Session.objects.get(pk="session_101").user.username == "agno:bob"
+
+    agno2_db.add_turn(agno2_db.sqlite(agno2), upstream_server)
+    dry = import_agno("--db", str(agno2), "--dry-run")
+    assert "  alice -> alice (earlier import)\n  bob -> agno:bob (earlier import)\n" in dry
+    import_agno("--db", str(agno2))
+    assert Run.objects.get(session_id="fixed_id_for_demo", position=4).user == alice
+
+
+def test_a_csv_file_maps_users(agno2, alice, bob, tmp_path):
+    csv = tmp_path / "users.csv"
+    # As a spreadsheet saves it: a byte-order mark, a header, CRLF, a blank row, spaces.
+    csv.write_text("\ufeffagno_id,username\r\nalice,bob\r\n\r\n bob , alice\r\n")
+
+    report = import_agno("--db", str(agno2), "--map-users", str(csv))
+
+    assert "  alice -> bob (mapped)\n  bob -> alice (mapped)\n" in report
+    assert Session.objects.get(pk="fixed_id_for_demo").user == bob
+    assert Session.objects.get(pk="session_101").user == alice
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--map-user", "a=alice", "--map-user", "b=nobody"], "No Parley account named 'nobody'."),
+        (["--map-user", "alice"], "--map-user 'alice': give it as AGNO_ID=USERNAME."),
+        (["--map-user", "a=alice", "--map-user", "a=bob"], "mapped to both 'alice' and 'bob'"),
+        (["--map-users", "{tmp}/missing.csv"], "--map-users {tmp}/missing.csv: No such file"),
+        (["--map-users", "{tmp}/bad.csv"], "{tmp}/bad.csv line 2: expected two columns"),
+    ],
+)  # fmt: skip
+def test_a_mapping_that_cannot_be_used_is_an_error_before_anything_is_written(
+    agno2, alice, bob, tmp_path, args, error
+):
+    (tmp_path / "bad.csv").write_text("alice,alice\nbob;bob\n")
+    before = everything()
+
+    with pytest.raises(CommandError) as raised:
+        import_agno("--db", str(agno2), *[arg.format(tmp=tmp_path) for arg in args])
+
+    assert error.format(tmp=tmp_path) in str(raised.value)
+    assert everything() == before
+    assert not ImportedIdentity.objects.exists()
+
+
+def test_a_staff_account_gets_sessions_only_when_named_and_allowed(agno2, django_user_model):
+    root = django_user_model.objects.create_superuser("admin", password="root-pass-123")
+    add_row(agno2, session_id="admins_chat", user_id="admin", runs="[]")
+
+    dry = import_agno("--db", str(agno2), "--dry-run", "--allow-staff-users")
+    assert "  admin -> agno:admin (new account, inactive)" in dry  # never by its name
+    with pytest.raises(CommandError, match="'admin' is a staff account: add --allow-staff-users"):
+        import_agno("--db", str(agno2), "--map-user", "admin=admin")
+    assert not Session.objects.exists()
+
+    import_agno("--db", str(agno2), "--map-user", "admin=admin", "--allow-staff-users")
+    assert Session.objects.get(pk="admins_chat").user == root
+    add_row(agno2, session_id="admins_second_chat", user_id="admin", runs="[]")
+    report = import_agno("--db", str(agno2))  # remembered, but not allowed this time
+    assert (
+        "  admins_second_chat: Agno user 'admin' has the staff account 'admin' since an earlier "
+        "import (see --allow-staff-users)"
+    ) in report
+    assert not Session.objects.filter(pk="admins_second_chat").exists()
+
+
+def test_a_source_is_known_by_the_name_given_wherever_it_is(agno2, tmp_path):
+    report = import_agno("--db", str(agno2), "--source", "team-agno")
+    assert "Source (see --source): team-agno" in report
+    moved = Path(shutil.move(agno2, tmp_path / "moved.db"))
+
+    again = import_agno("--db", str(moved), "--source", "team-agno")
+
+    assert "0 new sessions, 0 grown (new runs only), 3 unchanged" in again
+    assert "  alice -> agno:alice (earlier import)" in again
+    elsewhere = import_agno("--db", str(moved))
+    assert f"Source (see --source): sqlite:///{moved.resolve()}#agno_sessions" in elsewhere
+    assert (
+        "  fixed_id_for_demo: imported before for 'agno:alice', not 'agno:alice-2' (see --map-user)"
+    ) in elsewhere
+
+
 # -- Agno 1.x ----------------------------------------------------------------------------------
 
 
@@ -593,7 +779,7 @@ def test_agno_1_sessions_come_in_from_their_memory(tmp_path):
     assert {row["user_id"] for row in stored} == {"alice", "bob"}
     for row in stored:
         session = Session.objects.get(pk=row["session_id"])
-        assert session.user.username == row["user_id"]
+        assert session.user.username == f"agno:{row['user_id']}"
         assert session.session_state == row["session_data"]["session_state"]
         runs = list(session.runs.order_by("position"))
         assert len(runs) == len(row["memory"]["runs"])

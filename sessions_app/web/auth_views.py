@@ -14,13 +14,19 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from sessions_app.services.login_throttle import ThrottledLogin
+from sessions_app.usernames import SIGN_UP_RULE
 
 
 class SignupForm(UserCreationForm):
-    """Django's form, bound to Parley's user model (it also refuses names taken in any case)."""
+    """Django's form, bound to Parley's user model (it also refuses names taken in any case),
+    and Django's username rule: no ':', which marks the accounts an import makes."""
 
     class Meta(UserCreationForm.Meta):
         model = get_user_model()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["username"].validators.append(SIGN_UP_RULE)
 
 
 class LoginForm(ThrottledLogin, AuthenticationForm):

@@ -11,9 +11,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from sessions_app.services.agno_import import (
+    DEFAULT_PREFIX,
+    MappingError,
     SourceError,
     UserMapping,
     import_agno,
+    read_user_map,
     username_problem,
 )
 
@@ -43,15 +46,41 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="Read and report; write nothing."
         )
+        self._user_arguments(parser)
+
+    def _user_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--source",
+            help="The name under which this database's users' accounts are remembered, so the "
+            "next import of it finds them (default: the database's location and the table). "
+            "Give the same NAME when importing the database from another place.",
+        )
+        parser.add_argument(
+            "--map-user",
+            action="append",
+            default=[],
+            metavar="AGNO_ID=USERNAME",
+            help="Give Agno user AGNO_ID's sessions to the existing account USERNAME "
+            "(repeatable; remembered for later imports of the source).",
+        )
+        parser.add_argument(
+            "--map-users",
+            action="append",
+            default=[],
+            metavar="FILE.csv",
+            help="The same from a CSV file of two columns, agno_id,username (a header allowed).",
+        )
         parser.add_argument(
             "--user-prefix",
-            default="",
-            help="Agno user id U becomes the Parley user PREFIX+U (default: no prefix).",
+            default=DEFAULT_PREFIX,
+            help="An Agno user met for the first time gets a new inactive account PREFIX+id "
+            f"(default {DEFAULT_PREFIX!r}: sign-up refuses ':', so no one can take it first).",
         )
         parser.add_argument(
             "--allow-staff-users",
             action="store_true",
-            help="Let sessions go to a staff or superuser account whose name matches.",
+            help="Let sessions go to a staff or superuser account: one named by --map-user, or "
+            "one an Agno user was given by an earlier import and that became staff since.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -59,17 +88,22 @@ class Command(BaseCommand):
         prefix = options["user_prefix"]
         if prefix and username_problem(prefix):
             raise CommandError(f"--user-prefix {prefix!r}: {username_problem(prefix)}")
-        users = UserMapping(prefix=prefix, allow_staff=options["allow_staff_users"])
         try:
+            users = UserMapping(
+                prefix=prefix,
+                allow_staff=options["allow_staff_users"],
+                explicit=read_user_map(options["map_user"], options["map_users"]),
+            )
             report = import_agno(
                 options["db"],
                 table=options["table"],
                 since=since,
                 dry_run=options["dry_run"],
                 users=users,
+                source_name=options["source"],
                 progress=self._bar,
             )
-        except SourceError as exc:
+        except (SourceError, MappingError) as exc:
             raise CommandError(str(exc)) from None
         for line in report.lines():
             self.stdout.write(line)

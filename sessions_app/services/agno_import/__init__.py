@@ -1,8 +1,22 @@
 """Importing an Agno database (its sessions table, 2.x or 1.x) into Parley."""
 
+from sessions_app.services.agno_import.identities import (
+    DEFAULT_PREFIX,
+    UserMapping,
+    username_problem,
+)
 from sessions_app.services.agno_import.importer import import_agno
 from sessions_app.services.agno_import.report import Report
 from sessions_app.services.agno_import.source import SourceError
-from sessions_app.services.agno_import.store import UserMapping, username_problem
+from sessions_app.services.agno_import.user_map import MappingError, read_user_map
 
-__all__ = ["Report", "SourceError", "UserMapping", "import_agno", "username_problem"]
+__all__ = [
+    "DEFAULT_PREFIX",
+    "MappingError",
+    "Report",
+    "SourceError",
+    "UserMapping",
+    "import_agno",
+    "read_user_map",
+    "username_problem",
+]

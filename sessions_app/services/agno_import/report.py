@@ -25,12 +25,14 @@ KINDS = {
 class Report:
     layout: str = ""
     table: str = ""
+    source: str = ""
     dry_run: bool = False
     read: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     runs: int = 0
     messages: int = 0
-    users_created: list[str] = field(default_factory=list)
+    # Agno user id -> (Parley username, how it was found), as first met.
+    users: dict[str, tuple[str, str]] = field(default_factory=dict)
     agents_created: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (session_id, kind, why)
 
@@ -38,8 +40,9 @@ class Report:
         self.outcomes[stored.outcome] += 1
         self.runs += len(stored.runs)
         self.messages += stored.messages
-        if stored.user_created and stored.user_created not in self.users_created:
-            self.users_created.append(stored.user_created)
+        if stored.placed is not None:
+            placed = (stored.placed.user.get_username(), stored.placed.how)
+            self.users.setdefault(stored.agno_user, placed)
         if stored.agent_created and stored.agent_created not in self.agents_created:
             self.agents_created.append(stored.agent_created)
 
@@ -50,13 +53,15 @@ class Report:
         verb = "Would import" if self.dry_run else "Imported"
         out = [
             f"Agno {self.layout} table {self.table}: {self.read} sessions read.",
+            f"Source (see --source): {self.source}",
             f"{verb} {self.outcomes['imported']} new sessions, "
             f"{self.outcomes['grew']} grown (new runs only), "
             f"{self.outcomes['unchanged']} unchanged: "
             f"{self.runs} runs, {self.messages} messages.",
         ]
-        if self.users_created:
-            out.append("Users created (inactive): " + ", ".join(self.users_created))
+        if self.users:
+            out.append("Users (Agno user id -> Parley account):")
+            out.extend(f"  {agno} -> {name} ({how})" for agno, (name, how) in self.users.items())
         if self.agents_created:
             out.append("Agents created: " + ", ".join(self.agents_created))
         kinds = Counter(kind for _, kind, _ in self.skipped)

@@ -38,11 +38,14 @@ class Table:
 
 
 class Source:
-    """An open, read-only connection to an Agno database."""
+    """An open, read-only connection to an Agno database. `location` names the database
+    without credentials: a SQLite file's absolute path, a PostgreSQL server's host, port and
+    database as the connection resolved them."""
 
-    def __init__(self, connection: Any, vendor: str) -> None:
+    def __init__(self, connection: Any, vendor: str, location: str) -> None:
         self.connection = connection
         self.vendor = vendor
+        self.location = location
 
     def find_table(self, wanted: str | None) -> Table:
         names = [wanted] if wanted else list(DEFAULT_TABLES)
@@ -133,7 +136,7 @@ def _sqlite(url: str) -> Source:
         raise SourceError(f"No SQLite file at {path}.")
     connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     connection.row_factory = sqlite3.Row
-    return Source(connection, "sqlite")
+    return Source(connection, "sqlite", f"sqlite:///{path.resolve()}")
 
 
 def _masked(text: str, url: str) -> str:
@@ -151,4 +154,5 @@ def _postgres(url: str) -> Source:
     except psycopg.Error as exc:
         raise SourceError(f"Cannot connect to {redacted(url)}: {_masked(str(exc), url)}") from exc
     connection.read_only = True
-    return Source(connection, "postgresql")
+    info = connection.info
+    return Source(connection, "postgresql", f"postgresql://{info.host}:{info.port}/{info.dbname}")

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
@@ -28,6 +26,7 @@ from sessions_app.models import (
     SessionSource,
     User,
 )
+from sessions_app.services.agno_import.identities import Directory, Placed
 from sessions_app.services.agno_import.parse import (
     AgnoAgent,
     AgnoMessage,
@@ -57,30 +56,9 @@ class Stored:
     runs: list[Run] = field(default_factory=list)
     messages: int = 0
     calls: list[LLMCall] = field(default_factory=list)
-    user_created: str | None = None
+    agno_user: str = ""
+    placed: Placed | None = None
     agent_created: str | None = None
-
-
-@dataclass(frozen=True)
-class UserMapping:
-    """How Agno user ids become Parley accounts: `prefix` + the id, matched as sign-up matches
-    usernames (case aside); staff accounts only when allowed, so an Agno "admin" is not ours."""
-
-    prefix: str = ""
-    allow_staff: bool = False
-
-    def username(self, user_id: str) -> str:
-        return self.prefix + user_id
-
-
-def username_problem(username: str) -> str | None:
-    """Why `username` cannot be a Parley username (the User model's own rules), else None."""
-    field = get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD)
-    try:
-        field.run_validators(username)
-    except ValidationError as exc:
-        return " ".join(exc.messages)
-    return None
 
 
 def agent_uuid(agno_agent_id: str) -> uuid.UUID:
@@ -91,18 +69,23 @@ def agent_uuid(agno_agent_id: str) -> uuid.UUID:
 
 
 @transaction.atomic
-def store_session(parsed: AgnoSession, mapping: UserMapping) -> Stored:
-    username = mapping.username(parsed.user_id)
+def store_session(parsed: AgnoSession, directory: Directory) -> Stored:
     session = Session.objects.select_related("user").filter(pk=parsed.session_id).first()
     if session is not None and session.source != SessionSource.AGNO:
         raise Skip("a Parley session has this id already", "conflict")
-    if session is not None and session.user.get_username().casefold() != username.casefold():
-        raise Skip("imported before for another user", "conflict")
-    user, user_created = _user(username, mapping)
+    placed = directory.place(parsed.user_id)
+    user = placed.user
+    if session is not None and session.user_id != user.pk:
+        raise Skip(
+            f"imported before for {session.user.get_username()!r}, not "
+            f"{user.get_username()!r} (see --map-user)",
+            "conflict",
+        )
     agent, agent_created = _agent(parsed.agent)
     stored = Stored(
         "imported" if session is None else "unchanged",
-        user_created=user.get_username() if user_created else None,
+        agno_user=parsed.user_id,
+        placed=placed,
         agent_created=agent.name if agent_created else None,
     )
     if session is None:
@@ -128,29 +111,6 @@ def store_session(parsed: AgnoSession, mapping: UserMapping) -> Stored:
         updated_at=max(parsed.updated_at, new_runs[-1].created_at),
     )
     return stored
-
-
-def _user(username: str, mapping: UserMapping) -> tuple[User, bool]:
-    users = get_user_model()
-    # Sign-up refuses a username that differs from a taken one only in case: so does this.
-    same = users.objects.filter(username__iexact=username).order_by("pk")
-    user = same.filter(username=username).first() or same.first()
-    if user is not None:
-        if (user.is_staff or user.is_superuser) and not mapping.allow_staff:
-            raise Skip(
-                f"user {username!r} is a staff account here (see --allow-staff-users, "
-                "--user-prefix)",
-                "staff",
-            )
-        return user, False
-    problem = username_problem(username)
-    if problem:
-        raise Skip(f"{username!r} cannot be a username: {problem}", "user")
-    # Someone known only to Agno: an account that cannot sign in until staff activate it.
-    user = users(username=username, is_active=False)
-    user.set_unusable_password()
-    user.save()
-    return user, True
 
 
 def _agent(agno: AgnoAgent) -> tuple[Agent, bool]:
