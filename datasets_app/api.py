@@ -26,7 +26,7 @@ from datasets_app.schemas import (
     ItemPatch,
     ItemsOut,
 )
-from datasets_app.services import catalog
+from datasets_app.services import catalog, feeds
 from datasets_app.services.collect import AlreadyInDataset
 from sessions_app.api.pagination import paginate
 from sessions_app.api.schemas import ErrorOut
@@ -68,6 +68,9 @@ def install_error_handlers(api: NinjaAPI) -> None:
 
     api.add_exception_handler(AlreadyInDataset, conflict)
     api.add_exception_handler(catalog.NameTaken, conflict)
+    # An agent pointed at a dataset with a rule that accepts without review: fine as a request,
+    # in conflict with what the dataset is.
+    api.add_exception_handler(feeds.UnreviewedExamples, conflict)
 
 
 # -- datasets --------------------------------------------------------------------------------

@@ -115,6 +115,11 @@ class Agent(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def shows_examples(self) -> bool:
+        """Whether runs of this agent are sent other people's conversations as examples."""
+        return self.fewshot_dataset_id is not None and self.fewshot_count > 0
+
 
 class NameSource(models.TextChoices):
     FIRST_MESSAGE = "first_message"

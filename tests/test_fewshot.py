@@ -1,15 +1,19 @@
 """The few-shot loop: a dataset's accepted examples reach the model before the history, and
-nowhere else (not the session's messages, not its history, not a new item's snapshot)."""
+nowhere else (not the session's messages, not its history, not a new item's snapshot). They are
+other people's words: only what a person accepted, redacted, never an opted-out owner's."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from asgiref.sync import sync_to_async
 
-from datasets_app.models import Dataset, ItemStatus
+from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemStatus
 from datasets_app.services import collect
 from sessions_app import engine
 from sessions_app.models import FewShotOrder, Message, Run
+from tests.apiclient import api_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -138,3 +142,86 @@ async def test_a_run_item_gives_its_own_question_and_answer_not_its_history(
         ("user", "example_user", "second question"),
         ("assistant", "example_assistant", "Echo: second question"),
     ]
+
+
+PLANTED = "Mail carol@example.org or call +44 20 7946 0958; my key is sk-proj4f9a8b7c6d5e4f3a2b1c."
+PLANTED_ANSWER = "Write to dave@example.net or ring (555) 123-4567."
+
+
+async def test_personal_data_in_an_example_reaches_the_model_redacted(
+    alice, bob, brief_agent, dataset, upstream
+):
+    item = await curate(dataset, await answered(bob, PLANTED), corrected_answer=PLANTED_ANSWER)
+    brief_agent.fewshot_dataset = dataset
+    await brief_agent.asave()
+
+    await answered(alice, "hi")
+
+    sent = json.dumps(upstream.requests[-1])
+    for said in ("carol@example.org", "7946 0958", "sk-proj4f9a8b7c6d5e4f3a2b1c",
+                 "dave@example.net", "123-4567"):  # fmt: skip
+        assert said not in sent
+    assert examples(upstream.requests[-1]) == [
+        ("user", "example_user", "Mail [email] or call [phone]; my key is [api-key]."),
+        ("assistant", "example_assistant", "Write to [email] or ring [phone]."),
+    ]
+    # The dataset keeps what was said, for its reviewers; only the prompt is masked.
+    stored = await DatasetItem.objects.aget(pk=item.pk)
+    assert stored.messages[-2]["content"] == PLANTED
+
+
+async def test_pending_and_rejected_items_never_reach_the_model(
+    alice, bob, brief_agent, dataset, upstream
+):
+    await curate(dataset, await answered(bob, "waiting-7c1e"), status=ItemStatus.PENDING)
+    await curate(dataset, await answered(bob, "turned-down-5d2a"), status=ItemStatus.REJECTED)
+    await curate(dataset, await answered(bob, "approved"))
+    brief_agent.fewshot_dataset = dataset
+    brief_agent.fewshot_count = 20
+    await brief_agent.asave()
+    before = len(upstream.requests)
+
+    await answered(alice, "hi")
+
+    sent = json.dumps(upstream.requests[before:])
+    assert "approved" in sent
+    assert "waiting-7c1e" not in sent and "turned-down-5d2a" not in sent
+
+
+def rate_up(user, run: Run) -> None:
+    body = json.dumps({"rating": 1})
+    answer = api_client(user).post(
+        f"/api/runs/{run.run_id}/feedback", body, content_type="application/json"
+    )
+    assert answer.status_code == 200
+
+
+def patch(user, path: str, body: dict) -> int:
+    client = api_client(user)
+    return client.patch(path, json.dumps(body), content_type="application/json").status_code
+
+
+async def test_an_item_a_rule_accepted_is_no_example_until_a_person_accepts_it(
+    alice, bob, brief_agent, dataset, upstream, django_user_model
+):
+    # A rule from before the dataset fed anyone: rated-up runs land accepted, unreviewed.
+    rule = await DatasetRule.objects.acreate(dataset=dataset, status=ItemStatus.ACCEPTED)
+    await sync_to_async(rate_up)(bob, await answered(bob, "rated by its owner"))
+    item = await DatasetItem.objects.aget(dataset=dataset)
+    assert item.status == ItemStatus.ACCEPTED
+    await rule.adelete()
+    root = await django_user_model.objects.acreate_superuser("root", password="root-pass-123")
+    pointed = {"fewshot_dataset_id": str(dataset.pk)}
+    assert await sync_to_async(patch)(root, f"/api/agents/{brief_agent.pk}", pointed) == 200
+
+    unreviewed = await answered(alice, "hi")
+    assert examples(upstream.requests[-1]) == [] and unreviewed.fewshot_items == []
+
+    item_path = f"/api/datasets/{dataset.pk}/items/{item.pk}"
+    assert await sync_to_async(patch)(root, item_path, {"status": "accepted"}) == 200
+    reviewed = await answered(alice, "hi again")
+    assert examples(upstream.requests[-1]) == [
+        ("user", "example_user", "rated by its owner"),
+        ("assistant", "example_assistant", "Echo: rated by its owner"),
+    ]
+    assert reviewed.fewshot_items == [str(item.pk)]

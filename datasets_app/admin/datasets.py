@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 from datasets_app import export
 from datasets_app.admin import counts
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemStatus, Split
+from datasets_app.services import feeds
 from sessions_app.admin import display
 from sessions_app.admin.base import total_per_row
 
@@ -49,8 +50,24 @@ class DatasetForm(forms.ModelForm):
         return data
 
 
+class RuleForm(forms.ModelForm):
+    class Meta:
+        model = DatasetRule
+        fields = ["agent", "rating", "rated_by", "sample_percent", "status", "active"]
+
+    def clean_status(self) -> str:
+        status: str = self.cleaned_data["status"]
+        try:
+            # The inline formset has set the dataset on the rule; a new dataset feeds no one.
+            feeds.check_rule(self.instance.dataset_id, status)
+        except feeds.UnreviewedExamples as exc:
+            raise ValidationError(str(exc)) from exc
+        return status
+
+
 class RuleInline(admin.TabularInline):
     model = DatasetRule
+    form = RuleForm
     fields = ["agent", "rating", "rated_by", "sample_percent", "status", "active"]
     extra = 0
     verbose_name = "rule: add rated runs as they are rated"

@@ -109,7 +109,8 @@ def with_counts(datasets: Iterable[Dataset]) -> None:
 
 def update_item(user: User, dataset_id: Any, item_id: Any, **changes: Any) -> DatasetItem:
     """A reviewer's verdict: status, split, a corrected final answer or whether to train with
-    weights; only what is given. Back to pending clears `reviewed_at`."""
+    weights; only what is given. A status stamps `reviewed_at` where it changes, or where a
+    rule set it and nobody had reviewed it yet; back to pending clears it."""
     _known(changes, ITEM_CHANGES)
     with transaction.atomic():
         item = get_item_for_user(user, dataset_id, item_id)
@@ -117,7 +118,7 @@ def update_item(user: User, dataset_id: Any, item_id: Any, **changes: Any) -> Da
         fields = set(changes)
         if "corrected_answer" in changes:
             changes["corrected_answer"] = checked_correction(item, changes["corrected_answer"])
-        if "status" in changes and changes["status"] != item.status:
+        if "status" in changes and (changes["status"] != item.status or not item.reviewed_at):
             item.reviewed_at = _reviewed_at(changes["status"])
             fields.add("reviewed_at")
         for name, value in changes.items():
@@ -139,11 +140,11 @@ def checked_correction(item: DatasetItem, text: str) -> str:
 
 def review_items(items: QuerySet[DatasetItem], **changes: Any) -> int:
     """The same status, split or weighting for many items, in one statement; how many matched.
-    As for one item, `reviewed_at` moves only where the status changes."""
+    As for one item, `reviewed_at` moves only where the status changes or was a rule's."""
     _known(changes, BULK_CHANGES)
     if "status" in changes:
         stamp = Value(_reviewed_at(changes["status"]), output_field=DateTimeField())
-        kept = When(status=changes["status"], then=F("reviewed_at"))
+        kept = When(status=changes["status"], reviewed_at__isnull=False, then=F("reviewed_at"))
         changes["reviewed_at"] = Case(kept, default=stamp)
     return items.order_by().update(**changes)
 

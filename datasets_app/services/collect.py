@@ -39,11 +39,13 @@ def add_run(
     split: str | None = None,
     with_pair: bool = True,
     use_weights: bool = False,
+    reviewed: bool = True,
 ) -> list[DatasetItem]:
     """The run as an item; and when it was regenerated with the opposite rating, the pair too.
 
     A run in the dataset already still brings its pair when that is missing (its sibling may
     have been rated since); AlreadyInDataset only when nothing new was added. All or nothing.
+    `reviewed` is false when no person chose the status (a rule's): see `_save`.
     """
     with transaction.atomic():
         items: list[DatasetItem] = []
@@ -51,7 +53,16 @@ def add_run(
             fields = _provenance(run) | {"source": ItemSource.RUN, "run": run}
             fields["use_weights"] = use_weights
             shot = snapshot.of_run(run)
-            item = _save(dataset, shot, fields, by=by, status=status, split=split, what="Run")
+            item = _save(
+                dataset,
+                shot,
+                fields,
+                by=by,
+                status=status,
+                split=split,
+                what="Run",
+                reviewed=reviewed,
+            )
             items.append(item)
         found = pairs.regeneration_pair(run) if with_pair else None
         if found is not None:
@@ -139,7 +150,10 @@ def _save(
     status: str,
     split: str | None,
     what: str,
+    reviewed: bool = True,
 ) -> DatasetItem:
+    """`reviewed_at` says when a person gave the item its status: an item a rule added, even as
+    accepted, has none until someone reviews it, and is never a few-shot example before."""
     item = DatasetItem(
         dataset=dataset,
         messages=shot.messages,
@@ -148,7 +162,7 @@ def _save(
         rating=shot.rating,
         status=status,
         added_by=by,
-        reviewed_at=timezone.now() if status != ItemStatus.PENDING else None,
+        reviewed_at=timezone.now() if reviewed and status != ItemStatus.PENDING else None,
         **fields,
     )
     item.split = split or split_for(dataset, item.item_id)

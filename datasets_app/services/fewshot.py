@@ -3,6 +3,10 @@
 Examples are sent with `name` "example_user" / "example_assistant" (OpenAI's convention for
 example turns), so the model and staff can tell them from the conversation, and a snapshot of a
 run leaves them out.
+
+They are other people's words shown to everyone who chats with the agent: only items a person
+accepted, never those of owners who opted out of training use, and redacted as an export is
+(e-mail addresses, phone numbers, keys).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 from django.db.models import F
 
+from datasets_app.export.redact import Redactor
 from datasets_app.models import DatasetItem, ItemSource, ItemStatus
 from datasets_app.services.snapshot import conversation
 from sessions_app.models import Agent, FewShotOrder, Role
@@ -43,10 +48,12 @@ def _chosen(agent: Agent) -> list[DatasetItem]:
     order: list[Any] = ["-created_at", "item_id"]
     if agent.fewshot_order == FewShotOrder.BEST:
         order = [F("rating").desc(nulls_last=True), *order]
-    # Items of owners who opted out of training use are not shown to anyone's agent either.
+    # Items of owners who opted out of training use are not shown to anyone's agent either;
+    # nor are those a rule accepted: `reviewed_at` is set only when a person gave the status.
     items = DatasetItem.objects.trainable().filter(
         dataset_id=agent.fewshot_dataset_id,
         status=ItemStatus.ACCEPTED,
+        reviewed_at__isnull=False,
         source__in=[ItemSource.RUN, ItemSource.SESSION],
     )
     chosen = items.order_by(*order).only("item_id", "source", "messages", "corrected_answer")
@@ -54,12 +61,13 @@ def _chosen(agent: Agent) -> list[DatasetItem]:
 
 
 def example_turns(item: DatasetItem) -> list[dict[str, Any]]:
-    """The item's user and answer turns (no system message, no tool rounds), oldest first. A
-    run item gives its own question and answer only: the history it was asked in belongs to
-    someone else's conversation and was not what was reviewed."""
+    """The item's user and answer turns (no system message, no tool rounds), oldest first,
+    redacted. A run item gives its own question and answer only: the history it was asked in
+    belongs to someone else's conversation and was not what was reviewed."""
+    redact = Redactor()
     turns: list[dict[str, Any]] = []
     for message in conversation(item.messages, item.corrected_answer):
-        text = message.get("content") or ""
+        text = redact(message.get("content") or "")
         if message["role"] == Role.USER:
             turns.append({"role": "user", "name": "example_user", "content": text})
         elif message["role"] == Role.ASSISTANT and not message.get("tool_calls") and text:

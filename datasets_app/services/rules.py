@@ -65,8 +65,9 @@ def _apply_chunk(chunk: list[Run], rules: list[DatasetRule], rater: str) -> None
     )
     for run in chunk:
         for rule in rules:
+            # No person chose the rule's status for this run: its item waits for a review.
             if matches(rule, run, rater) and _guarded(
-                collect.add_run, rule.dataset, run, status=rule.status
+                collect.add_run, rule.dataset, run, status=rule.status, reviewed=False
             ):
                 curated.add(run.session_id)
         if run.session_id in curated:

@@ -4,20 +4,49 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
+from datasets_app.models import Dataset
+from datasets_app.services import feeds
 from sessions_app.admin import display
 from sessions_app.admin.base import total_per_row
 from sessions_app.models import Agent, ApiToken, Session
 
 FEWSHOT_FIELDS = ["fewshot_dataset", "fewshot_count", "fewshot_order"]
+SHOWN_TO_EVERYONE = (
+    "The examples are other people's conversations, shown to everyone who chats with this "
+    "agent. Only items a person accepted are sent (never those a rule accepted before anyone "
+    "reviewed them, nor those of users who turned off training use), with e-mail addresses, "
+    "phone numbers and keys masked as an export's redaction masks them."
+)
+
+
+class AgentForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = FEWSHOT_FIELDS  # the admin gives the form every field of the fieldsets
+        help_texts = {
+            "fewshot_dataset": "Its accepted items are shown to everyone who chats with this "
+            "agent. A dataset with a rule that adds items as accepted is refused.",
+        }
+
+    def clean_fewshot_dataset(self) -> Dataset | None:
+        dataset: Dataset | None = self.cleaned_data["fewshot_dataset"]
+        try:
+            feeds.check_feed(dataset.pk if dataset else None)
+        except feeds.UnreviewedExamples as exc:
+            raise ValidationError(str(exc)) from exc
+        return dataset
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = [
         "name", "model", "is_default", "listed", "history", "search_session_history",
         "enable_session_summaries", "sessions", "updated_at",
@@ -30,7 +59,7 @@ class AgentAdmin(admin.ModelAdmin):
         fewshot = {
             "fields": FEWSHOT_FIELDS,
             "description": "Accepted items of a dataset, sent as example turns before the "
-            "history of every run.",
+            f"history of every run. {SHOWN_TO_EVERYONE}",
         }
         return [(None, {"fields": rest}), ("Few-shot examples", fewshot)]
 

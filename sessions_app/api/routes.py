@@ -70,9 +70,10 @@ def list_agents(request: HttpRequest, query: Query[AgentListQuery]) -> dict[str,
     return paginate(agent_service.list_agents(_user(request)), query, orderings)
 
 
-@agents_router.post("", response={201: AgentOut, **WRITE_ERRORS})
+@agents_router.post("", response={201: AgentOut, 409: ErrorOut, **WRITE_ERRORS})
 def create_agent(request: HttpRequest, payload: AgentIn) -> Status[Any]:
-    """Staff only."""
+    """Staff only. 409 when `fewshot_dataset_id` names a dataset with a rule that adds items as
+    accepted without review: the agent's examples are shown to everyone who chats with it."""
     return Status(201, agent_service.create_agent(_user(request), **payload.model_dump()))
 
 
@@ -81,9 +82,10 @@ def get_agent(request: HttpRequest, agent_id: uuid.UUID) -> Any:
     return get_agent_for_user(_user(request), agent_id)
 
 
-@agents_router.patch("/{agent_id}", response={200: AgentOut, **WRITE_ERRORS})
+@agents_router.patch("/{agent_id}", response={200: AgentOut, 409: ErrorOut, **WRITE_ERRORS})
 def update_agent(request: HttpRequest, agent_id: uuid.UUID, payload: AgentPatch) -> Any:
-    """Staff only. Only the fields sent are changed."""
+    """Staff only. Only the fields sent are changed; 409 for a few-shot dataset with a rule
+    that adds items as accepted without review, as when creating one."""
     changes = payload.model_dump(exclude_unset=True)
     return agent_service.update_agent(_user(request), agent_id, **changes)
 

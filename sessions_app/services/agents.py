@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from datasets_app.models import Dataset
+from datasets_app.services import feeds
 from sessions_app.models import Agent, User
 from sessions_app.services.access import NotFound, agents_for_user, get_agent_for_user
 
@@ -52,6 +53,8 @@ def _check_fields(values: dict[str, Any]) -> None:
     if dataset_id is not None and not Dataset.objects.filter(pk=dataset_id).exists():
         # Like an unknown agent_id when creating a session: a missing object is a 404.
         raise NotFound
+    if "fewshot_dataset_id" in values:
+        feeds.check_feed(dataset_id)
 
 
 def list_agents(user: User) -> QuerySet[Agent]:

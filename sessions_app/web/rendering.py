@@ -123,6 +123,7 @@ def render_new_session(session: Session) -> str:
         )
         + f'<header id="conv-header" hx-swap-oob="innerHTML">{header}</header>'
         + '<div id="agent-picker" hx-swap-oob="delete"></div>'
+        + '<div id="agent-examples" hx-swap-oob="delete"></div>'
         + render_session_item(session, current=True, oob="afterbegin")
     )
 

@@ -88,6 +88,7 @@ def _conversation_context(request: HttpRequest, session: Session | None) -> dict
         context |= {
             "runs": [],
             "agents": agents,
+            "example_agents": [agent.name for agent in agents if agent.shows_examples],
             "agent_name": agents[0].name if agents else "the agent",
             "title": "New chat",
         }
@@ -194,6 +195,7 @@ def _settings_context(session: Session, **extra: Any) -> dict[str, Any]:
     ]
     return {
         "session": session,
+        "example_agents": [session.agent.name] if session.agent.shows_examples else [],
         "state_json": json.dumps(session.session_state, indent=2, sort_keys=True),
         "state_history": history,
         **extra,
