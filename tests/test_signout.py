@@ -169,9 +169,29 @@ async def test_logging_out_closes_that_browser_s_sockets_and_no_other(
     for tab in leaving_tabs:
         code, notices = await tab.closed_with()
         assert code == SIGNED_OUT
-        assert any("You signed out in this browser." in n for n in notices)
+        assert any("You signed out in this browser" in n for n in notices)
     await staying_tab.still_answers()
     await staying_tab.close()
+
+
+async def test_a_browser_signed_in_before_this_release_is_signed_out_all_the_same(
+    alice, agent, upstream
+):
+    from sessions_app.events.signout import TAG_KEY
+
+    client = await browser(alice)
+
+    def untag() -> None:  # as sessions signed in before sign-ins had tags
+        session = client.session
+        del session[TAG_KEY]
+        session.save()
+
+    await sync_to_async(untag)()
+    tab = await Tab.open(client)
+
+    await sync_to_async(client.post)("/accounts/logout/")
+
+    assert (await tab.closed_with())[0] == SIGNED_OUT
 
 
 @pytest.fixture

@@ -32,7 +32,10 @@ _SIGN_IN_FIELDS = {"password", "is_active"}
 def keeping(request: HttpRequest) -> Iterator[None]:
     """Around a view that calls `update_session_auth_hash`: a password changed meanwhile leaves
     this browser's sockets open, since its session stays signed in."""
-    token = _keeping.set(signout.tag_of(request.session))
+    tag = signout.tag_of(request.session)
+    # A session signed in before tags goes by its key, which is about to rotate: keep the name.
+    request.session.setdefault(signout.TAG_KEY, tag)
+    token = _keeping.set(tag)
     try:
         yield
     finally:
