@@ -5,12 +5,13 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 from django.db.models import OuterRef, QuerySet, Subquery
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import display
 from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.models import LLMCall, Run, Session, User
+from sessions_app.services import signins
 
 
 @admin.register(User)
@@ -19,6 +20,14 @@ class ParleyUserAdmin(ListAdmin, UserAdmin):
         "username", "email", "is_staff", "is_active", "sessions", "runs", "tokens",
         "last_active", "date_joined",
     ]  # fmt: skip
+
+    def user_change_password(
+        self, request: HttpRequest, id: str, form_url: str = ""
+    ) -> HttpResponse:
+        # Staff changing their own password stay signed in in this browser, and so do its
+        # chat sockets; those of their other browsers close.
+        with signins.keeping(request):
+            return super().user_change_password(request, id, form_url)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
         latest = Session.objects.filter(user=OuterRef("pk")).order_by("-updated_at")

@@ -38,15 +38,17 @@ from sessions_app.models import (
     User,
 )
 from sessions_app.process import WORKER_ID
-from sessions_app.services import ratelimit, tokens, tools
+from sessions_app.services import accounts, ratelimit, tokens, tools
 from sessions_app.services.access import get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
 from sessions_app.services.sessions import default_session_name
 
+Claim = tokens.TokenClaim | accounts.SignedIn
+
 
 @dataclass
 class Ask:
-    user: User | tokens.TokenClaim  # a claim until the batch checks it
+    user: User | Claim  # a claim until the batch checks it
     text: str
     agent_id: Any
     session_id: Any
@@ -66,7 +68,7 @@ def validate_input(text: Any) -> str:
 
 
 async def start_run(
-    user: User | tokens.TokenClaim,
+    user: User | Claim,
     input: str,
     *,
     agent_id: Any = None,
@@ -74,7 +76,9 @@ async def start_run(
     session_state: dict[str, Any] | None = None,
 ) -> RunHandle:
     """Create the run (and the session, when none is given) and start streaming its answer.
-    `user` may be a bearer token not checked yet: checked first, it raises Unauthorized."""
+    `user` may be a claim not checked yet, checked first: a bearer token (refused, it raises
+    tokens.Unauthorized) or a socket's sign-in (accounts.Inactive when the account is not active
+    any more)."""
     text = validate_input(input)
     if session_state is not None and not isinstance(session_state, dict):
         raise InputError("session_state must be a JSON object.", 422)
@@ -113,9 +117,18 @@ def _launch(plan: Plan) -> RunHandle:
 
 
 def _create_runs(asks: list[Ask]) -> list[Plan | Exception]:
-    """Each ask's plan, or the exception that refused it. Token claims are checked first, all
+    """Each ask's plan, or the exception that refused it. Claims are checked first, each kind
     in one query (their runs' first token would otherwise wait for a lookup of its own)."""
     outcomes: list[Plan | Exception | None] = [None] * len(asks)
+    _check_claims(asks, outcomes)
+    allowed = [i for i in range(len(asks)) if outcomes[i] is None]
+    for i, outcome in zip(allowed, _create_allowed([asks[i] for i in allowed]), strict=True):
+        outcomes[i] = outcome
+    return outcomes  # type: ignore[return-value]
+
+
+def _check_claims(asks: list[Ask], outcomes: list[Plan | Exception | None]) -> None:
+    """Replace each claim by its user, as the database has it now, or refuse the ask."""
     claimed = [i for i, ask in enumerate(asks) if isinstance(ask.user, tokens.TokenClaim)]
     if claimed:
         raws = [asks[i].user.raw for i in claimed]  # type: ignore[union-attr]
@@ -124,10 +137,15 @@ def _create_runs(asks: list[Ask]) -> list[Plan | Exception]:
                 outcomes[i] = tokens.Unauthorized()
             else:
                 asks[i].user = user
-    allowed = [i for i in range(len(asks)) if outcomes[i] is None]
-    for i, outcome in zip(allowed, _create_allowed([asks[i] for i in allowed]), strict=True):
-        outcomes[i] = outcome
-    return outcomes  # type: ignore[return-value]
+    signed_in = [i for i, ask in enumerate(asks) if isinstance(ask.user, accounts.SignedIn)]
+    if signed_in:
+        found = accounts.active_users([asks[i].user.pk for i in signed_in])
+        for i in signed_in:
+            user = found.get(asks[i].user.pk)
+            if user is None:
+                outcomes[i] = accounts.Inactive()
+            else:
+                asks[i].user = user
 
 
 def _create_allowed(asks: list[Ask]) -> list[Plan | Exception]:

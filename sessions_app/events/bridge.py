@@ -4,7 +4,8 @@ Each process has one channel, named after its worker id so that others can addre
 registry. The channel is in the group of every session that this process's subscribers watch;
 events published here go to the session's group, tagged with this process's id so that it skips
 its own copy. Through the same channel a process answers what a run of its own has streamed so
-far, and gets the answers to what it asked. With the in-memory layer there is no other process
+far, and gets the answers to what it asked; other groups it joins (sign-ins, see `signout`) bring
+messages of other types to `handlers`. With the in-memory layer there is no other process
 and nothing passes through the layer: its sends copy every message and scan every group.
 """
 
@@ -54,6 +55,8 @@ class Bridge:
     ) -> None:
         self.deliver = deliver  # an event from another process, to this one's subscribers
         self.snapshot_of = snapshot_of  # what a run of ours has streamed so far
+        # Other kinds of message sent to groups this process joined, by their "type".
+        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._layer: Any = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -87,34 +90,41 @@ class Bridge:
 
     async def join(self, session_id: str) -> None:
         """Once this returns, events published anywhere in the session reach this process."""
+        await self.join_group(group_name(session_id))
+
+    def leave(self, session_id: str) -> None:
+        self.leave_group(group_name(session_id))
+
+    async def join_group(self, group: str) -> None:
+        """Once this returns, what is sent to the group anywhere reaches this process."""
         self._bind()
-        membership = self._groups.setdefault(group_name(session_id), _Membership())
+        membership = self._groups.setdefault(group, _Membership())
         membership.count += 1
         if membership.count == 1:
-            membership.change = self._change(membership, "group_add", session_id)
+            membership.change = self._change(membership, "group_add", group)
         try:
             await asyncio.shield(membership.change)
         except BaseException:
-            self.leave(session_id)
+            self.leave_group(group)
             raise
 
-    def leave(self, session_id: str) -> None:
+    def leave_group(self, group: str) -> None:
         if self._loop is not asyncio.get_running_loop():
             return  # joined on a loop that has ended (tests run several), and its groups with it
-        membership = self._groups.get(group_name(session_id))
+        membership = self._groups.get(group)
         if membership is None or membership.count == 0:
             return
         membership.count -= 1
         if membership.count == 0:
-            membership.change = self._change(membership, "group_discard", session_id)
+            membership.change = self._change(membership, "group_discard", group)
 
-    def _change(self, membership: _Membership, method: str, session_id: str) -> asyncio.Task:
+    def _change(self, membership: _Membership, method: str, group: str) -> asyncio.Task:
         previous, layer = membership.change, self._layer
 
         async def change() -> None:
             if previous is not None:
                 await asyncio.gather(previous, return_exceptions=True)
-            await getattr(layer, method)(group_name(session_id), await self._channel)
+            await getattr(layer, method)(group, await self._channel)
 
         task = asyncio.get_running_loop().create_task(change(), name=f"parley-events-{method}")
         task.add_done_callback(_log_failure)
@@ -213,6 +223,8 @@ class Bridge:
             answer = self._asked.get(message.get("nonce") or "")
             if answer is not None and not answer.done():
                 answer.set_result(message)
+        elif kind in self.handlers:
+            self.handlers[kind](message)
 
 
 async def _receive_until_cancelled(layer: Any, channel: str) -> dict[str, Any]:
