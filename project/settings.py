@@ -233,11 +233,20 @@ PARLEY_LOGIN_WINDOW = envint("PARLEY_LOGIN_WINDOW", 15 * 60)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("PARLEY_MAX_REQUEST_BYTES", 2_621_440)
 PARLEY_MAX_SOCKET_MESSAGE_BYTES = envint("PARLEY_MAX_SOCKET_MESSAGE_BYTES", 1_048_576)
 
+# Error reports (debug pages, e-mails, the log) with the installation's secrets masked.
+DEFAULT_EXCEPTION_REPORTER = "project.reporting.SecretsReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "project.reporting.SecretsFilter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"parley": {"handlers": ["console"], "level": getenv("LOG_LEVEL", "INFO")}},
+    "formatters": {"masked": {"()": "project.reporting.SecretsFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "masked"}},
+    "loggers": {
+        "parley": {"handlers": ["console"], "level": getenv("LOG_LEVEL", "INFO")},
+        # A request that failed, with its traceback: Django's own handler prints it only with
+        # DEBUG on, and unmasked.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+    },
 }
 
 # -- security headers and cookies ---------------------------------------------------------------
