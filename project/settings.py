@@ -79,6 +79,8 @@ MIDDLEWARE = [
     f"project.tuning.{path.rpartition('.')[2]}" if PARLEY_TUNE_MIDDLEWARE else path
     for path in STOCK_MIDDLEWARE[:-1]
 ] + STOCK_MIDDLEWARE[-1:]
+# Before the middleware that sets cookies, so that it sees them all (project/cookies.py).
+MIDDLEWARE.insert(2, "project.cookies.LoopbackCookiesMiddleware")
 if PARLEY_TUNE_MIDDLEWARE:
     # Django's security checks look for its middleware by dotted path: they would call the
     # subclasses missing, and skip what depends on them (cookies, HSTS, redirects).
