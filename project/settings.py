@@ -8,6 +8,8 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF
 
+from project.secretkey import read_or_create
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -37,9 +39,14 @@ def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in getenv(name, default).split(",") if item.strip()]
 
 
+# Never a default: sessions_app.checks refuses it with DEBUG off, should someone set it.
 DEV_SECRET_KEY = "parley-insecure-development-key-change-me"
-SECRET_KEY = getenv("SECRET_KEY", DEV_SECRET_KEY)
-DEBUG = envbool("DEBUG", "True")
+# Unset SECRET_KEY: one made for this installation on first start, kept in SECRET_KEY_FILE
+# (mode 0600), so sessions outlive a restart and every process of this checkout agrees.
+SECRET_KEY_FILE = BASE_DIR / getenv("SECRET_KEY_FILE", "var/secret_key")
+SECRET_KEY = getenv("SECRET_KEY") or read_or_create(SECRET_KEY_FILE)
+# Off unless asked for: Django's debug pages show code, settings and data to anyone.
+DEBUG = envbool("DEBUG", "False")
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 
