@@ -8,6 +8,8 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF
 
+from project.secretkey import read_or_create
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -37,9 +39,14 @@ def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in getenv(name, default).split(",") if item.strip()]
 
 
+# Never a default: sessions_app.checks refuses it with DEBUG off, should someone set it.
 DEV_SECRET_KEY = "parley-insecure-development-key-change-me"
-SECRET_KEY = getenv("SECRET_KEY", DEV_SECRET_KEY)
-DEBUG = envbool("DEBUG", "True")
+# Unset SECRET_KEY: one made for this installation on first start, kept in SECRET_KEY_FILE
+# (mode 0600), so sessions outlive a restart and every process of this checkout agrees.
+SECRET_KEY_FILE = BASE_DIR / getenv("SECRET_KEY_FILE", "var/secret_key")
+SECRET_KEY = getenv("SECRET_KEY") or read_or_create(SECRET_KEY_FILE)
+# Off unless asked for: Django's debug pages show code, settings and data to anyone.
+DEBUG = envbool("DEBUG", "False")
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 
@@ -79,6 +86,8 @@ MIDDLEWARE = [
     f"project.tuning.{path.rpartition('.')[2]}" if PARLEY_TUNE_MIDDLEWARE else path
     for path in STOCK_MIDDLEWARE[:-1]
 ] + STOCK_MIDDLEWARE[-1:]
+# Before the middleware that sets cookies, so that it sees them all (project/cookies.py).
+MIDDLEWARE.insert(2, "project.cookies.LoopbackCookiesMiddleware")
 if PARLEY_TUNE_MIDDLEWARE:
     # Django's security checks look for its middleware by dotted path: they would call the
     # subclasses missing, and skip what depends on them (cookies, HSTS, redirects).
@@ -238,11 +247,20 @@ PARLEY_LOGIN_DELAY_MAX = envint("PARLEY_LOGIN_DELAY_MAX", 30)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("PARLEY_MAX_REQUEST_BYTES", 2_621_440)
 PARLEY_MAX_SOCKET_MESSAGE_BYTES = envint("PARLEY_MAX_SOCKET_MESSAGE_BYTES", 1_048_576)
 
+# Error reports (debug pages, e-mails, the log) with the installation's secrets masked.
+DEFAULT_EXCEPTION_REPORTER = "project.reporting.SecretsReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "project.reporting.SecretsFilter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"parley": {"handlers": ["console"], "level": getenv("LOG_LEVEL", "INFO")}},
+    "formatters": {"masked": {"()": "project.reporting.SecretsFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "masked"}},
+    "loggers": {
+        "parley": {"handlers": ["console"], "level": getenv("LOG_LEVEL", "INFO")},
+        # A request that failed, with its traceback: Django's own handler prints it only with
+        # DEBUG on, and unmasked.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+    },
 }
 
 # -- security headers and cookies ---------------------------------------------------------------

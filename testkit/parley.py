@@ -45,8 +45,10 @@ class ParleyProcess:
         workers: int = 1,
         extra_args: Sequence[str] = (),
         log: Path | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.env = {**env, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        self.host = host  # a loopback address: this machine's tests reach it
         self.port = port or free_port()
         self.workers = workers
         self.extra_args = list(extra_args)
@@ -72,7 +74,7 @@ class ParleyProcess:
 
     def command(self) -> list[str]:
         """`serve` as this process runs it (for a test that runs it its own way)."""
-        options = ["--host", "127.0.0.1", "--port", str(self.port)]
+        options = ["--host", self.host, "--port", str(self.port)]
         if self.workers > 1:
             options += ["--workers", str(self.workers)]
         return [sys.executable, "manage.py", "serve", *options, *self.extra_args]
@@ -135,11 +137,11 @@ class ParleyProcess:
 
     @property
     def base_url(self) -> str:
-        """http://127.0.0.1:PORT, without a slash: nginx's, with several workers."""
-        return f"http://127.0.0.1:{self.port}"
+        """http://HOST:PORT, without a slash: nginx's, with several workers."""
+        return f"http://{self.host}:{self.port}"
 
     def url(self, path: str = "/", scheme: str = "http") -> str:
-        return f"{scheme}://127.0.0.1:{self.port}{path}"
+        return f"{scheme}://{self.host}:{self.port}{path}"
 
     def worker_urls(self) -> list[str]:
         """Each daphne's own base URL, in serve's order (none with one worker); the latest

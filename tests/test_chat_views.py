@@ -218,10 +218,10 @@ def test_someone_elses_settings_and_state_are_404(alice, bob, agent, alice_clien
     assert response.status_code == 404
 
 
-async def test_static_files_are_served_on_the_async_path(db):
-    from django.conf import settings
+async def test_static_files_are_served_on_the_async_path(db, settings):
     from django.test import AsyncClient
 
+    settings.WHITENOISE_USE_FINDERS = True  # from the source, as in development: not collected
     client = AsyncClient()
     found = await client.get("/static/parley/chat.js")
     assert found.status_code == 200

@@ -175,7 +175,8 @@ def test_over_https_a_missing_token_says_to_reload(settings):
     assert "CSRF cookie not set" in page
 
 
-def test_without_secure_cookies_a_missing_token_says_to_reload():
+def test_without_secure_cookies_a_missing_token_says_to_reload(settings):
+    settings.CSRF_COOKIE_SECURE = settings.SESSION_COOKIE_SECURE = False
     response = Client(enforce_csrf_checks=True).post("/accounts/login/", {})
     assert response.status_code == 403
     assert "Reload the page and try again" in text(response)

@@ -9,15 +9,20 @@ from typing import Any
 
 import openai
 
+from project.redact import mask_secrets
 from sessions_app.llm.transport import TIMEOUT_ERRORS, TRANSPORT_ERRORS
 
 TIMEOUT_MESSAGE = "The model did not answer in time."
 
 
 class LLMError(Exception):
-    """The upstream failed; `message` is fit to show a user, `status` maps to 502 or 504."""
+    """The upstream failed; `message` is fit to show a user, `status` maps to 502 or 504.
+
+    What an endpoint says may quote a key (its own, a proxy's, one from the request): whatever
+    looks like one is masked here, before the message is stored, streamed or answered."""
 
     def __init__(self, message: str, *, status: int = 502) -> None:
+        message = mask_secrets(message)
         super().__init__(message)
         self.message = message
         self.status = status

@@ -34,6 +34,8 @@ NOT_FOR_WORKERS = (
     "PROXY_SSL_HEADER",
     "PARLEY_ADMIN_PASSWORD",
 )
+# Addresses that mean "every interface": no browser names the server by them.
+WILDCARDS = ("", "0.0.0.0", "::")
 # What a Django process needs besides plain_environment's names and Parley's settings: its
 # locale, its Python and packages, and how it reaches the model's endpoint (certificates, proxies).
 PYTHON_PREFIXES = ("LC_", "PYTHON")
@@ -66,6 +68,7 @@ class Command(BaseCommand):
         problem = redis_problem(settings.REDIS_URL) if settings.REDIS_URL else None
         if problem:
             raise CommandError(problem)
+        allow_host(host)
         model: EmbeddedModel | None = None
         if not settings.LLM_BASE_URL:
             model = self.start_model()
@@ -73,12 +76,22 @@ class Command(BaseCommand):
             if nginx_path is None:
                 if options["verbosity"]:  # a worker of serve --workers says nothing of its own
                     self.stdout.write(f"Parley is serving on http://{nginx.address(host, port)}/")
+                    self.advise(host)
                 run_daphne(host, port)
             else:
                 self.serve_several(workers, host, port, nginx_path)
         finally:
             if model is not None:
                 model.stop()
+
+    def advise(self, host: str) -> None:
+        """On every interface, browsers come by names serve cannot know: say what they need."""
+        if host.strip("[]") in WILDCARDS and "ALLOWED_HOSTS" not in os.environ:
+            self.stdout.write(
+                "Reached from other machines, it answers only the names in ALLOWED_HOSTS "
+                "(set it to this machine's name or address), and over plain HTTP it needs "
+                "SECURE_COOKIES=false for signing in."
+            )
 
     def start_model(self) -> EmbeddedModel:
         self.stdout.write("Starting the embedded model (SmolLM2-135M-Instruct, llama.cpp)…")
@@ -112,6 +125,7 @@ class Command(BaseCommand):
             for worker in workers:
                 self.stdout.write(f"{worker.name}: daphne on http://127.0.0.1:{worker.port}/")
             ready = f"Parley is serving on http://{nginx.address(host, port)}/ ({count} workers)"
+            self.advise(host)
             code = Supervisor(workers, front, self.stdout.write).run(ready)
         if code:
             raise CommandError("Parley stopped: a process it runs failed (see above).")
@@ -141,6 +155,18 @@ def check_several(count: int) -> str:
     return found
 
 
+def allow_host(host: str) -> None:
+    """The address serve listens on is a name browsers use for it: unless ALLOWED_HOSTS is set,
+    it joins the loopback names allowed by default (not an address meaning every interface)."""
+    name = host.strip("[]")
+    if "ALLOWED_HOSTS" in os.environ or name in WILDCARDS:
+        return
+    allowed = f"[{name}]" if ":" in name else name
+    if allowed.lower() not in (entry.lower() for entry in settings.ALLOWED_HOSTS):
+        # In place: the chat socket's origin check holds this list from when it was made.
+        settings.ALLOWED_HOSTS.append(allowed)
+
+
 def worker_command(port: int) -> list[str]:
     manage = str(Path(settings.BASE_DIR) / "manage.py")
     options = ["--workers", "1", "--host", "127.0.0.1", "--port", str(port), "--verbosity", "0"]
@@ -149,11 +175,15 @@ def worker_command(port: int) -> list[str]:
 
 def worker_environment() -> dict[str, str]:
     """Parley's settings (those project.settings reads), minus serve's own, and what Python
-    needs; the model this serve uses, and nginx's headers. Nothing else of this environment."""
+    needs; the model, hosts and key this serve uses, and nginx's headers. Nothing else of this
+    environment."""
     passed_on = (settings.ENVIRONMENT_NAMES | set(PYTHON_ENVIRONMENT)) - set(NOT_FOR_WORKERS)
     env = plain_environment(*PYTHON_PREFIXES)
     env.update({name: os.environ[name] for name in passed_on if name in os.environ})
     env["LLM_BASE_URL"] = settings.LLM_BASE_URL
+    # The hosts serve allowed, and the key it uses (perhaps made for it): every process the same.
+    env["ALLOWED_HOSTS"] = ",".join(settings.ALLOWED_HOSTS)
+    env["SECRET_KEY"] = settings.SECRET_KEY
     if settings.LLM_EMBEDDED:
         env["PARLEY_LLM_EMBEDDED"] = "true"
     # Reachable on loopback only, through nginx, which sets these two headers and no other:
