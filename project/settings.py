@@ -207,6 +207,8 @@ PARLEY_REQUEST_THREADS = envint("PARLEY_REQUEST_THREADS", 8)
 PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)
 PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 30.0)
 PARLEY_MAX_INPUT_CHARS = envint("PARLEY_MAX_INPUT_CHARS", 32000)
+# A session's state and metadata, and an agent's initial state, as JSON (each is sent upstream).
+PARLEY_MAX_STATE_BYTES = envint("PARLEY_MAX_STATE_BYTES", 64 * 1024)
 # A dataset's export check reports turns longer than this: most likely a pasted file or a
 # runaway answer.
 PARLEY_DATASET_MAX_TURN_CHARS = envint("PARLEY_DATASET_MAX_TURN_CHARS", 32000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -12,12 +13,26 @@ from django.utils.safestring import SafeString
 from sessions_app.admin import display
 from sessions_app.admin.base import total_per_row
 from sessions_app.models import Agent, ApiToken, Session
+from sessions_app.services import statesize
 
 FEWSHOT_FIELDS = ["fewshot_dataset", "fewshot_count", "fewshot_order"]
 
 
+class AgentForm(forms.ModelForm):
+    """The admin's own form (its fields come from AgentAdmin) with the state's size limit."""
+
+    def clean_session_state(self) -> Any:
+        value = self.cleaned_data.get("session_state")
+        try:
+            statesize.check("session_state", value)
+        except statesize.StateTooLarge as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return value
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = [
         "name", "model", "is_default", "listed", "history", "search_session_history",
         "enable_session_summaries", "sessions", "updated_at",

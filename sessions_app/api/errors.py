@@ -19,6 +19,7 @@ from sessions_app.services import outage
 from sessions_app.services.access import NotFound
 from sessions_app.services.ratelimit import RateLimited
 from sessions_app.services.sessions import SessionBusy, SessionIdTaken
+from sessions_app.services.statesize import StateTooLarge
 from sessions_app.services.tokens import Unauthorized
 
 NOT_FOUND = "Not found."
@@ -72,6 +73,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
     api.add_exception_handler(
         RequestDataTooBig, detail(413, lambda exc: "The request body is too large.")
     )
+    api.add_exception_handler(StateTooLarge, detail(413, str))
     api.add_exception_handler(ValueError, detail(422, str))
     for failure in (OperationalError, InterfaceError, InternalError):
         api.add_exception_handler(failure, database_outage)

@@ -38,7 +38,7 @@ from sessions_app.models import (
     User,
 )
 from sessions_app.process import WORKER_ID
-from sessions_app.services import ratelimit, tokens, tools
+from sessions_app.services import ratelimit, statesize, tokens, tools
 from sessions_app.services.access import get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
 from sessions_app.services.sessions import default_session_name
@@ -231,6 +231,9 @@ class _Creation:
                     self.agents[i] = session.agent
                 else:
                     self.agents[i] = self._agent(ask, session.agent if session else None)
+                if ask.session_state:
+                    base = session.session_state if session else self.agents[i].session_state
+                    statesize.check("session_state", {**base, **ask.session_state})
             except Exception as exc:
                 self.outcomes[i] = exc
 

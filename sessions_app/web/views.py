@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from sessions_app.llm import client as llm
 from sessions_app.models import Agent, Session
-from sessions_app.services import feedback, sessions
+from sessions_app.services import feedback, sessions, statesize
 from sessions_app.services.access import NotFound, get_session_for_user
 from sessions_app.web.rendering import render_session_item, run_view, tools_by_run
 
@@ -218,11 +218,16 @@ def session_state(request: HttpRequest, session_id: str) -> HttpResponse:
         state, error = None, f"That is not valid JSON: {exc.msg} (line {exc.lineno})."
     else:
         error = "" if isinstance(state, dict) else "The state must be a JSON object: {…}."
+    if not error:
+        try:
+            session = sessions.update_session(request.user, session.session_id, session_state=state)
+        except statesize.StateTooLarge as exc:
+            error = str(exc)
     if error:
+        # 422, not 413: the page shows validation errors in place (see base.html).
         context = _settings_context(session, state_error=error)
         context["state_json"] = raw
         return render(request, "sessions_app/_session_settings.html", context, status=422)
-    session = sessions.update_session(request.user, session.session_id, session_state=state)
     return render(
         request, "sessions_app/_session_settings.html", _settings_context(session, state_saved=True)
     )
