@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
+import time
 from io import StringIO
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 
 from sessions_app.models import Agent, ApiToken, User
 from sessions_app.services.tokens import user_for_token
+from tests.asgiclient import ASGIClient
 
 
 @pytest.mark.django_db
@@ -95,3 +100,25 @@ def test_healthz_says_a_model_endpoint_busy_answering_is_reachable(client, upstr
     assert client.get("/healthz").json()["llm"] == "ok"
     upstream.hang_models = False
     assert client.get("/healthz").json()["llm"] == "ok"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_healthz_probes_the_model_at_most_once_per_period_however_many_ask(upstream, settings):
+    settings.PARLEY_HEALTHZ_CACHE_SECONDS = 5.0
+    settings.LLM_BASE_URL = upstream.base_url + "/"  # the same server, not probed by this name yet
+
+    async def fifty_at_once() -> list[dict]:
+        client = ASGIClient()
+        answers = await asyncio.gather(*(client.get("/healthz") for _ in range(50)))
+        return [answer.json() for answer in answers]
+
+    before = upstream.model_lists
+    answers = async_to_sync(fifty_at_once)()
+    answers += [Client().get("/healthz").json() for _ in range(50)]  # one by one, each its loop
+    assert answers == [{"db": "ok", "channel_layer": "ok", "llm": "ok"}] * 100
+    assert upstream.model_lists - before == 1
+
+    time.sleep(5.0)
+    for _ in range(50):
+        assert Client().get("/healthz").json()["llm"] == "ok"
+    assert upstream.model_lists - before == 2
