@@ -120,8 +120,8 @@ def _create_runs(asks: list[Ask]) -> list[Plan | Exception]:
     if claimed:
         raws = [asks[i].user.raw for i in claimed]  # type: ignore[union-attr]
         for i, user in zip(claimed, tokens.users_for_tokens(raws), strict=True):
-            if user is None:
-                outcomes[i] = tokens.Unauthorized()
+            if isinstance(user, tokens.Unauthorized):
+                outcomes[i] = user
             else:
                 asks[i].user = user
     allowed = [i for i in range(len(asks)) if outcomes[i] is None]
