@@ -69,11 +69,12 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "prefix", "user", "created_at", "last_used_at"]
+    list_display = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at"]
     list_select_related = ["user"]
-    list_filter = ["created_at", "last_used_at"]
+    list_filter = ["created_at", "last_used_at", "expires_at"]
     search_fields = ["name", "prefix", "user__username"]
-    fields = ["name", "prefix", "user", "created_at", "last_used_at"]
+    # Staff may bring an expiry forward (or set one); the token's owner chose it at creation.
+    fields = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at"]
     readonly_fields = ["prefix", "user", "created_at", "last_used_at"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
