@@ -215,7 +215,11 @@ PARLEY_REQUEST_THREADS = envint("PARLEY_REQUEST_THREADS", 8)
 # A run whose process died is so marked within INTERVAL (this host) or STALE + INTERVAL seconds.
 PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)
 PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 30.0)
+# /healthz probes the model endpoint at most once per this many seconds (per process).
+PARLEY_HEALTHZ_CACHE_SECONDS = envfloat("PARLEY_HEALTHZ_CACHE_SECONDS", 5.0)
 PARLEY_MAX_INPUT_CHARS = envint("PARLEY_MAX_INPUT_CHARS", 32000)
+# A session's state and metadata, and an agent's initial state, as JSON (each is sent upstream).
+PARLEY_MAX_STATE_BYTES = envint("PARLEY_MAX_STATE_BYTES", 64 * 1024)
 # A dataset's export check reports turns longer than this: most likely a pasted file or a
 # runaway answer.
 PARLEY_DATASET_MAX_TURN_CHARS = envint("PARLEY_DATASET_MAX_TURN_CHARS", 32000)

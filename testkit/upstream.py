@@ -206,7 +206,7 @@ class ScriptedUpstream:
         self._requests: list[dict] = []
         self._script: collections.deque[ReplySource] = collections.deque()
         self._active = self._peak = self._completed = self._disconnects = 0
-        self._connections = 0
+        self._connections = self._model_lists = 0
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -321,6 +321,11 @@ class ScriptedUpstream:
         return self._connections
 
     @property
+    def model_lists(self) -> int:
+        """GET /v1/models requests received so far (how /healthz probes an endpoint)."""
+        return self._model_lists
+
+    @property
     def disconnects(self) -> int:
         """Chat requests whose client went away before the answer was complete."""
         return self._disconnects
@@ -432,6 +437,8 @@ class ScriptedUpstream:
         if route == ("POST", "/v1/chat/completions"):
             return await self._chat(request, reader, writer)
         if route == ("GET", "/v1/models"):
+            with self._lock:
+                self._model_lists += 1
             if self.hang_models:
                 await self._hang(reader)
             models = {

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
+import re
+import time
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
+from asgiref.sync import async_to_sync, sync_to_async
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
+from django.utils import timezone
 
 from sessions_app.models import Agent, ApiToken, User
 from sessions_app.services.tokens import user_for_token
+from tests.asgiclient import ASGIClient
 
 
 @pytest.mark.django_db
@@ -95,3 +103,76 @@ def test_healthz_says_a_model_endpoint_busy_answering_is_reachable(client, upstr
     assert client.get("/healthz").json()["llm"] == "ok"
     upstream.hang_models = False
     assert client.get("/healthz").json()["llm"] == "ok"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_healthz_probes_the_model_at_most_once_per_period_however_many_ask(upstream, settings):
+    settings.PARLEY_HEALTHZ_CACHE_SECONDS = 5.0
+    settings.LLM_BASE_URL = upstream.base_url + "/"  # the same server, not probed by this name yet
+
+    async def fifty_at_once() -> list[dict]:
+        client = ASGIClient()
+        answers = await asyncio.gather(*(client.get("/healthz") for _ in range(50)))
+        return [answer.json() for answer in answers]
+
+    before = upstream.model_lists
+    answers = async_to_sync(fifty_at_once)()
+    answers += [Client().get("/healthz").json() for _ in range(50)]  # one by one, each its loop
+    assert answers == [{"db": "ok", "channel_layer": "ok", "llm": "ok"}] * 100
+    assert upstream.model_lists - before == 1
+
+    time.sleep(5.0)
+    for _ in range(50):
+        assert Client().get("/healthz").json()["llm"] == "ok"
+    assert upstream.model_lists - before == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "expires_at"),
+    [
+        ([], None),
+        (["--expires-in", "30"], timezone.now() + timedelta(days=30)),
+        (["--expires", "2999-12-30"], datetime(2999, 12, 31, tzinfo=UTC)),
+    ],
+)
+def test_create_api_token_sets_an_expiry_and_still_prints_the_token_last(
+    alice, options, expires_at
+):
+    out = StringIO()
+    call_command("create_api_token", "alice", "--name", "ci", *options, stdout=out)
+    raw = out.getvalue().strip().splitlines()[-1]
+    token = ApiToken.objects.get(user=alice)
+    assert raw.startswith(token.prefix) and user_for_token(raw) == alice
+    if expires_at is None:
+        assert token.expires_at is None and "does not expire" in out.getvalue()
+    else:
+        assert abs(token.expires_at - expires_at) < timedelta(minutes=1)
+        assert f"works until {token.expires_at:%Y-%m-%d %H:%M} UTC" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (["--expires", "2001-01-01"], "The expiry date must be today or later."),
+        (["--expires", "next week"], "--expires takes a date as YYYY-MM-DD, not 'next week'."),
+        (["--expires-in", "0"], "The number of days must be at least 1."),
+    ],
+)
+def test_create_api_token_refuses_an_expiry_in_the_past_or_unreadable(alice, options, error):
+    with pytest.raises(CommandError, match=re.escape(error)):
+        call_command("create_api_token", "alice", *options, stdout=StringIO())
+    assert not ApiToken.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_expired_token_cannot_start_a_run(alice, agent, upstream):
+    out = StringIO()
+    await sync_to_async(call_command)("create_api_token", "alice", "--expires-in", "1", stdout=out)
+    raw = out.getvalue().strip().splitlines()[-1]
+    await ApiToken.objects.aupdate(expires_at=datetime(2026, 1, 5, tzinfo=UTC))
+    response = await ASGIClient({"Authorization": f"Bearer {raw}"}).post(
+        "/api/runs", {"input": "hi"}
+    )
+    assert response.status_code == 401
+    assert response.json() == {"detail": "This token expired on 2026-01-05 00:00 UTC."}
+    assert upstream.requests == []

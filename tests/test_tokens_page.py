@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from sessions_app.models import ApiToken
 from sessions_app.services.tokens import create_token
@@ -100,3 +102,59 @@ def test_the_forms_are_protected_against_csrf(alice):
     token, _ = create_token(alice, "keep")
     assert browser.post(f"/tokens/{token.pk}/revoke/").status_code == 403
     assert list(ApiToken.objects.values_list("name", flat=True)) == ["keep"]
+
+
+@pytest.mark.parametrize(
+    ("form", "days"), [({}, None), ({"expires": "30"}, 30), ({"expires": "90"}, 90)]
+)
+def test_a_token_is_made_to_expire_never_or_in_30_or_90_days(browser, alice, form, days):
+    response = browser.post("/tokens/", {"name": "ci", **form})
+    assert response.status_code == 200 and raw_token_in(response.content.decode())
+    token = ApiToken.objects.get(user=alice)
+    if days is None:
+        assert token.expires_at is None
+        assert "no expiry" in browser.get("/tokens/").content.decode()
+    else:
+        left = token.expires_at - timezone.now()
+        assert timedelta(days=days) - timedelta(minutes=1) < left <= timedelta(days=days)
+        assert (
+            token.expires_at.strftime("%Y-%m-%d %H:%M") in browser.get("/tokens/").content.decode()
+        )
+
+
+def test_a_token_made_to_expire_on_a_date_works_through_that_day(browser, alice):
+    day = timezone.localdate() + timedelta(days=10)
+    response = browser.post("/tokens/", {"expires": "date", "expires_on": day.isoformat()})
+    raw = raw_token_in(response.content.decode())
+    token = ApiToken.objects.get(user=alice)
+    assert token.expires_at == datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
+    assert (
+        Client(headers={"Authorization": f"Bearer {raw}"}).get("/api/sessions").status_code == 200
+    )
+
+
+@pytest.mark.parametrize(
+    ("form", "error"),
+    [
+        ({"expires": "date"}, "Choose the date the token expires on."),
+        (
+            {"expires": "date", "expires_on": "2001-01-01"},
+            "The expiry date must be today or later.",
+        ),
+        ({"expires": "7"}, "Select a valid choice."),
+    ],
+)
+def test_a_missing_or_past_expiry_date_is_refused(browser, alice, form, error):
+    response = browser.post("/tokens/", form)
+    assert error in response.content.decode()
+    assert not ApiToken.objects.exists()
+
+
+def test_an_expired_token_is_listed_as_expired_and_answers_401_saying_when(browser, alice):
+    raw = raw_token_in(browser.post("/tokens/", {"expires": "30"}).content.decode())
+    ended = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
+    ApiToken.objects.update(expires_at=ended)  # thirty days later
+    response = Client(headers={"Authorization": f"Bearer {raw}"}).get("/api/sessions")
+    assert response.status_code == 401
+    assert response.json() == {"detail": "This token expired on 2026-01-05 09:30 UTC."}
+    assert "expired" in browser.get("/tokens/").content.decode()

@@ -16,6 +16,7 @@ from datasets_app.services import feeds
 from sessions_app.admin import display
 from sessions_app.admin.base import total_per_row
 from sessions_app.models import Agent, ApiToken, Session
+from sessions_app.services import statesize
 
 FEWSHOT_FIELDS = ["fewshot_dataset", "fewshot_count", "fewshot_order"]
 SHOWN_TO_EVERYONE = (
@@ -27,6 +28,9 @@ SHOWN_TO_EVERYONE = (
 
 
 class AgentForm(forms.ModelForm):
+    """The admin's own form (its fields come from AgentAdmin's fieldsets): the few-shot dataset
+    checked for rules that skip review, the state's size limit."""
+
     class Meta:
         model = Agent
         fields = FEWSHOT_FIELDS  # the admin gives the form every field of the fieldsets
@@ -42,6 +46,14 @@ class AgentForm(forms.ModelForm):
         except feeds.UnreviewedExamples as exc:
             raise ValidationError(str(exc)) from exc
         return dataset
+
+    def clean_session_state(self) -> Any:
+        value = self.cleaned_data.get("session_state")
+        try:
+            statesize.check("session_state", value)
+        except statesize.StateTooLarge as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return value
 
 
 @admin.register(Agent)
@@ -83,11 +95,12 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "prefix", "user", "created_at", "last_used_at"]
+    list_display = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at"]
     list_select_related = ["user"]
-    list_filter = ["created_at", "last_used_at"]
+    list_filter = ["created_at", "last_used_at", "expires_at"]
     search_fields = ["name", "prefix", "user__username"]
-    fields = ["name", "prefix", "user", "created_at", "last_used_at"]
+    # Staff may bring an expiry forward (or set one); the token's owner chose it at creation.
+    fields = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at"]
     readonly_fields = ["prefix", "user", "created_at", "last_used_at"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

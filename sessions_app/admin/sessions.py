@@ -17,6 +17,7 @@ from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.admin.filters import HasErrorsFilter, HasFeedbackFilter, OwnerFilter
 from sessions_app.ids import session_id_or_none
 from sessions_app.models import ACTIVE_STATUSES, LLMCall, Run, RunStatus, Session
+from sessions_app.services import statesize
 from sessions_app.services.markdown import highlight_css
 from sessions_app.services.sessions import session_title, update_session
 
@@ -32,6 +33,10 @@ class SessionForm(forms.ModelForm):
         value = self.cleaned_data.get(name)
         if not isinstance(value, dict):
             raise forms.ValidationError('Enter a JSON object, like {} or {"key": "value"}.')
+        try:
+            statesize.check(name, value)
+        except statesize.StateTooLarge as exc:
+            raise forms.ValidationError(str(exc)) from exc
         return value
 
     def clean_session_state(self) -> dict[str, Any]:

@@ -19,9 +19,11 @@ from sessions_app.services import outage
 from sessions_app.services.access import NotFound
 from sessions_app.services.ratelimit import RateLimited
 from sessions_app.services.sessions import SessionBusy, SessionIdTaken
-from sessions_app.services.tokens import Unauthorized
+from sessions_app.services.statesize import StateTooLarge
+from sessions_app.services.tokens import TokenExpired, Unauthorized
 
 NOT_FOUND = "Not found."
+UNAUTHENTICATED = "Authentication required: a Bearer token or a session."
 log = logging.getLogger("parley.api")
 
 
@@ -33,9 +35,8 @@ def install_error_handlers(api: NinjaAPI) -> None:
         return handler
 
     def unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
-        response = api.create_response(
-            request, {"detail": "Authentication required: a Bearer token or a session."}, status=401
-        )
+        message = str(exc) if isinstance(exc, TokenExpired) else UNAUTHENTICATED
+        response = api.create_response(request, {"detail": message}, status=401)
         response["WWW-Authenticate"] = 'Bearer realm="parley"'
         return response
 
@@ -72,6 +73,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
     api.add_exception_handler(
         RequestDataTooBig, detail(413, lambda exc: "The request body is too large.")
     )
+    api.add_exception_handler(StateTooLarge, detail(413, str))
     api.add_exception_handler(ValueError, detail(422, str))
     for failure in (OperationalError, InterfaceError, InternalError):
         api.add_exception_handler(failure, database_outage)

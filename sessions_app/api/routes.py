@@ -50,6 +50,8 @@ from sessions_app.services.access import get_agent_for_user, get_run_for_user, g
 # JSON) and 403 (CSRF, staff only).
 READ_ERRORS: dict[int, Any] = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
 WRITE_ERRORS: dict[int, Any] = {**READ_ERRORS, 400: ErrorOut, 403: ErrorOut}
+# Writes of session state or metadata: over PARLEY_MAX_STATE_BYTES, 413.
+STATE_WRITE_ERRORS: dict[int, Any] = {**WRITE_ERRORS, 413: ErrorOut}
 
 agents_router = Router(tags=["agents"])
 sessions_router = Router(tags=["sessions"])
@@ -70,7 +72,7 @@ def list_agents(request: HttpRequest, query: Query[AgentListQuery]) -> dict[str,
     return paginate(agent_service.list_agents(_user(request)), query, orderings)
 
 
-@agents_router.post("", response={201: AgentOut, 409: ErrorOut, **WRITE_ERRORS})
+@agents_router.post("", response={201: AgentOut, 409: ErrorOut, **STATE_WRITE_ERRORS})
 def create_agent(request: HttpRequest, payload: AgentIn) -> Status[Any]:
     """Staff only. 409 when `fewshot_dataset_id` names a dataset with a rule that adds items as
     accepted without review: the agent's examples are shown to everyone who chats with it."""
@@ -82,7 +84,7 @@ def get_agent(request: HttpRequest, agent_id: uuid.UUID) -> Any:
     return get_agent_for_user(_user(request), agent_id)
 
 
-@agents_router.patch("/{agent_id}", response={200: AgentOut, 409: ErrorOut, **WRITE_ERRORS})
+@agents_router.patch("/{agent_id}", response={200: AgentOut, 409: ErrorOut, **STATE_WRITE_ERRORS})
 def update_agent(request: HttpRequest, agent_id: uuid.UUID, payload: AgentPatch) -> Any:
     """Staff only. Only the fields sent are changed; 409 for a few-shot dataset with a rule
     that adds items as accepted without review, as when creating one."""
@@ -112,7 +114,7 @@ def list_sessions(request: HttpRequest, query: Query[SessionListQuery]) -> dict[
     return paginate(sessions, query, SESSION_ORDERINGS, shape=session_service.with_metrics)
 
 
-@sessions_router.post("", response={201: SessionOut, 409: ErrorOut, **WRITE_ERRORS})
+@sessions_router.post("", response={201: SessionOut, 409: ErrorOut, **STATE_WRITE_ERRORS})
 def create_session(request: HttpRequest, payload: SessionIn) -> Status[Any]:
     """A new session; `session_id` may be chosen by the caller, 409 when one has it already."""
     session = session_service.create_session(
@@ -131,7 +133,7 @@ def get_session(request: HttpRequest, session_id: str) -> Any:
     return get_session_for_user(_user(request), session_id)
 
 
-@sessions_router.patch("/{session_id}", response={200: SessionOut, **WRITE_ERRORS})
+@sessions_router.patch("/{session_id}", response={200: SessionOut, **STATE_WRITE_ERRORS})
 def update_session(request: HttpRequest, session_id: str, payload: SessionPatch) -> Any:
     """Change `session_name`, `session_state` or `metadata`; only the fields sent."""
     changes = payload.model_dump(exclude_unset=True)

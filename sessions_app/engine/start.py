@@ -38,7 +38,7 @@ from sessions_app.models import (
     User,
 )
 from sessions_app.process import WORKER_ID
-from sessions_app.services import accounts, ratelimit, tokens, tools
+from sessions_app.services import accounts, ratelimit, statesize, tokens, tools
 from sessions_app.services.access import get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
 from sessions_app.services.sessions import default_session_name
@@ -133,8 +133,8 @@ def _check_claims(asks: list[Ask], outcomes: list[Plan | Exception | None]) -> N
     if claimed:
         raws = [asks[i].user.raw for i in claimed]  # type: ignore[union-attr]
         for i, user in zip(claimed, tokens.users_for_tokens(raws), strict=True):
-            if user is None:
-                outcomes[i] = tokens.Unauthorized()
+            if isinstance(user, tokens.Unauthorized):
+                outcomes[i] = user
             else:
                 asks[i].user = user
     signed_in = [i for i, ask in enumerate(asks) if isinstance(ask.user, accounts.SignedIn)]
@@ -249,6 +249,9 @@ class _Creation:
                     self.agents[i] = session.agent
                 else:
                     self.agents[i] = self._agent(ask, session.agent if session else None)
+                if ask.session_state:
+                    base = session.session_state if session else self.agents[i].session_state
+                    statesize.check("session_state", {**base, **ask.session_state})
             except Exception as exc:
                 self.outcomes[i] = exc
 

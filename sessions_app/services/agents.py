@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from datasets_app.models import Dataset
 from datasets_app.services import feeds
 from sessions_app.models import Agent, User
+from sessions_app.services import statesize
 from sessions_app.services.access import NotFound, agents_for_user, get_agent_for_user
 
 EDITABLE_FIELDS = frozenset(
@@ -47,6 +48,8 @@ def _check_fields(values: dict[str, Any]) -> None:
         raise ValueError(f"Cannot set {', '.join(sorted(unknown))}.")
     if "session_state" in values and not isinstance(values["session_state"], dict):
         raise ValueError("session_state must be a JSON object.")
+    if "session_state" in values:
+        statesize.check("session_state", values["session_state"])
     if "name" in values and not str(values["name"]).strip():
         raise ValueError("name must not be blank.")
     dataset_id = values.get("fewshot_dataset_id")

@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
 from sessions_app.models import ACTIVE_STATUSES, Message, NameSource, Run, Session, User
+from sessions_app.services import statesize
 from sessions_app.services.access import (
     get_agent_for_user,
     get_session_for_user,
@@ -76,12 +77,15 @@ def create_session(
 ) -> Session:
     """A new session; `session_id` is the caller's choice of id (ids.py), else a new UUID."""
     agent = get_agent_for_user(user, agent_id)
+    state = {**agent.session_state, **(session_state or {})}
+    statesize.check("session_state", state)
+    statesize.check("metadata", metadata or {})
     session = Session(
         user=user,
         agent=agent,
         session_name=session_name[:SESSION_NAME_MAX],
         name_source=NameSource.USER if session_name else NameSource.FIRST_MESSAGE,
-        session_state={**agent.session_state, **(session_state or {})},
+        session_state=state,
         metadata=metadata or {},
     )
     if session_id:
@@ -114,6 +118,8 @@ def update_session(user: User, session_id: Any, **changes: Any) -> Session:
                 fields.append("name_source")
             elif not isinstance(value, dict):
                 raise ValueError(f"{name} must be a JSON object.")
+            else:
+                statesize.check(name, value)
             setattr(session, name, value)
         session.save(update_fields=fields)
     return session

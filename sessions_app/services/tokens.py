@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, datetime, time, timedelta
 
 from django.utils import timezone
 
@@ -20,12 +20,38 @@ def _digest(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def create_token(user: User, name: str = "") -> tuple[ApiToken, str]:
+def create_token(
+    user: User, name: str = "", expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
+    """A new token and its raw value, shown once; `expires_at` None: it never expires."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValueError("The expiry must be in the future.")
     raw = PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        user=user, name=name, prefix=raw[: len(PREFIX) + 6], token_hash=_digest(raw)
+        user=user,
+        name=name,
+        prefix=raw[: len(PREFIX) + 6],
+        token_hash=_digest(raw),
+        expires_at=expires_at,
     )
     return token, raw
+
+
+def expiry_in_days(days: int) -> datetime:
+    if days < 1:
+        raise ValueError("The number of days must be at least 1.")
+    return timezone.now() + timedelta(days=days)
+
+
+def expiry_on(day: date) -> datetime:
+    """A token that expires on a date works through that day (in the server's time zone)."""
+    if day < timezone.localdate():
+        raise ValueError("The expiry date must be today or later.")
+    return timezone.make_aware(datetime.combine(day + timedelta(days=1), time.min))
+
+
+def describe_expiry(moment: datetime) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M %Z")
 
 
 @dataclass(frozen=True)
@@ -37,21 +63,30 @@ class TokenClaim:
 
 
 class Unauthorized(Exception):
-    """A claimed token that is unknown, revoked, or whose user is inactive."""
+    """A claimed token that is unknown, revoked, expired, or whose user is inactive."""
 
 
-def users_for_tokens(raws: list[str]) -> list[User | None]:
-    """Each token's active user, or None; one query for them all."""
+class TokenExpired(Unauthorized):
+    """A token past its expiry: said so, since its owner can do something about it."""
+
+    def __init__(self, expires_at: datetime) -> None:
+        super().__init__(f"This token expired on {describe_expiry(expires_at)}.")
+
+
+def users_for_tokens(raws: list[str]) -> list[User | Unauthorized]:
+    """Each token's active user, or why not; one query for them all."""
     digests = [_digest(raw) if raw.startswith(PREFIX) else None for raw in raws]
     wanted = {digest for digest in digests if digest is not None}
     if not wanted:
-        return [None] * len(raws)
-    found = {
-        token.token_hash: token
-        for token in ApiToken.objects.filter(token_hash__in=wanted).select_related("user")
-        if token.user.is_active
-    }
+        return [Unauthorized()] * len(raws)
     now = timezone.now()
+    refused: dict[str, Unauthorized] = {}
+    found = {}
+    for token in ApiToken.objects.filter(token_hash__in=wanted).select_related("user"):
+        if token.expires_at is not None and token.expires_at <= now:
+            refused[token.token_hash] = TokenExpired(token.expires_at)
+        elif token.user.is_active:
+            found[token.token_hash] = token
     # "Last used" to the minute is enough; a write on every request is not.
     stale = [
         token.pk
@@ -60,11 +95,18 @@ def users_for_tokens(raws: list[str]) -> list[User | None]:
     ]
     if stale:
         ApiToken.objects.filter(pk__in=stale).update(last_used_at=now)
-    return [found[digest].user if digest in found else None for digest in digests]
+    return [
+        found[digest].user if digest in found else refused.get(digest or "", Unauthorized())
+        for digest in digests
+    ]
 
 
 def user_for_token(raw: str) -> User | None:
-    return users_for_tokens([raw])[0]
+    """The token's active user; None for an unknown one. An expired one raises TokenExpired."""
+    user = users_for_tokens([raw])[0]
+    if isinstance(user, TokenExpired):
+        raise user
+    return None if isinstance(user, Unauthorized) else user
 
 
 def tokens_for_user(user: User) -> list[ApiToken]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sessions_app.ids import session_id_or_none
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
+from sessions_app.services import statesize
 
 # Bounds on what a tool hands back, so one call cannot flood the context window.
 MAX_CHARS_PER_MESSAGE = 2_000
@@ -144,6 +145,11 @@ def update_session_state(session_id: Any, changes: Any) -> dict[str, Any]:
             state.pop(str(key), None)
         else:
             state[str(key)] = value
+    try:
+        statesize.check("session_state", state)
+    except statesize.StateTooLarge as exc:
+        # Told to the model, which may store less; the state stays as it was.
+        raise ToolError(f"{exc} Nothing was changed.") from exc
     session.session_state = state
     session.save(update_fields=["session_state", "updated_at"])
     return state

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -17,17 +19,48 @@ class TokenNameForm(forms.Form):
     name = forms.CharField(max_length=100, required=False, strip=True)
 
 
+class TokenCreateForm(TokenNameForm):
+    """A name and when the token stops working: never, after 30 or 90 days, or after a date."""
+
+    expires = forms.ChoiceField(
+        choices=[("", "Never"), ("30", "In 30 days"), ("90", "In 90 days"), ("date", "On a date")],
+        required=False,
+        label="Expires",
+    )
+    expires_on = forms.DateField(
+        required=False, label="Expiry date", widget=forms.DateInput(attrs={"type": "date"})
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        choice, day = data.get("expires"), data.get("expires_on")
+        data["expires_at"] = None
+        try:
+            if choice == "date" and day is None:
+                self.add_error("expires_on", "Choose the date the token expires on.")
+            elif choice == "date":
+                data["expires_at"] = token_service.expiry_on(day)
+            elif choice:
+                data["expires_at"] = token_service.expiry_in_days(int(choice))
+        except ValueError as exc:
+            self.add_error("expires_on", str(exc))
+        return data
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_tokens(request: HttpRequest) -> HttpResponse:
     created = None
-    form = TokenNameForm(request.POST or None)
+    form = TokenCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        token, raw = token_service.create_token(request.user, form.cleaned_data["name"])
+        cleaned = form.cleaned_data
+        token, raw = token_service.create_token(
+            request.user, cleaned["name"], expires_at=cleaned["expires_at"]
+        )
         # Rendered in the answer to the POST, not redirected: the raw token is never stored
         # anywhere (not even in the session) to be shown after a redirect.
         created = {"token": token, "raw": raw}
-        form = TokenNameForm()
+        form = TokenCreateForm()
     context = {
         "form": form,
         "created": created,

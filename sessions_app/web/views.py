@@ -18,9 +18,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from sessions_app.llm import client as llm
+from sessions_app.llm import probe
 from sessions_app.models import Agent, Session
-from sessions_app.services import feedback, sessions
+from sessions_app.services import feedback, sessions, statesize
 from sessions_app.services.access import NotFound, get_session_for_user
 from sessions_app.web.rendering import render_session_item, run_view, tools_by_run
 
@@ -51,7 +51,10 @@ async def _layer_ok() -> bool:
 
 @require_GET
 async def healthz(request: HttpRequest) -> JsonResponse:
-    db_ok, layer_ok, llm_ok = await asyncio.gather(sync_to_async(_db_ok)(), _layer_ok(), llm.ping())
+    # The database and the channel layer are this deployment's own, checked live; the model's
+    # server may be someone else's (and metered), so it is probed at most every few seconds.
+    checks = sync_to_async(_db_ok)(), _layer_ok(), probe.reachable()
+    db_ok, layer_ok, llm_ok = await asyncio.gather(*checks)
     body = {
         "db": "ok" if db_ok else "error",
         "channel_layer": "ok" if layer_ok else "error",
@@ -220,11 +223,16 @@ def session_state(request: HttpRequest, session_id: str) -> HttpResponse:
         state, error = None, f"That is not valid JSON: {exc.msg} (line {exc.lineno})."
     else:
         error = "" if isinstance(state, dict) else "The state must be a JSON object: {…}."
+    if not error:
+        try:
+            session = sessions.update_session(request.user, session.session_id, session_state=state)
+        except statesize.StateTooLarge as exc:
+            error = str(exc)
     if error:
+        # 422, not 413: the page shows validation errors in place (see base.html).
         context = _settings_context(session, state_error=error)
         context["state_json"] = raw
         return render(request, "sessions_app/_session_settings.html", context, status=422)
-    session = sessions.update_session(request.user, session.session_id, session_state=state)
     return render(
         request, "sessions_app/_session_settings.html", _settings_context(session, state_saved=True)
     )

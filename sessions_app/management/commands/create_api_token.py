@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app.services.tokens import create_token
+from sessions_app.services import tokens
 
 
 class Command(BaseCommand):
@@ -14,11 +15,41 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="")
+        expiry = parser.add_mutually_exclusive_group()
+        expiry.add_argument(
+            "--expires-in", type=int, metavar="DAYS", help="the token stops working in DAYS days"
+        )
+        expiry.add_argument(
+            "--expires", metavar="YYYY-MM-DD", help="the token works through this date"
+        )
 
     def handle(self, *args: Any, username: str, name: str, **options: Any) -> None:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}.")
-        token, raw = create_token(user, name)
-        self.stdout.write(f"Created token {token.prefix}… for {username}. It is shown only once:")
+        try:
+            token, raw = tokens.create_token(user, name, expires_at=_expiry(options))
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        until = (
+            f" It works until {tokens.describe_expiry(token.expires_at)}."
+            if token.expires_at
+            else " It does not expire."
+        )
+        self.stdout.write(f"Created token {token.prefix}… for {username}.{until}")
+        self.stdout.write("It is shown only once:")
         self.stdout.write(raw)
+
+
+def _expiry(options: dict[str, Any]) -> Any:
+    if options.get("expires_in") is not None:
+        return tokens.expiry_in_days(options["expires_in"])
+    if options.get("expires"):
+        try:
+            day = date.fromisoformat(options["expires"])
+        except ValueError as exc:
+            raise CommandError(
+                f"--expires takes a date as YYYY-MM-DD, not {options['expires']!r}."
+            ) from exc
+        return tokens.expiry_on(day)
+    return None
