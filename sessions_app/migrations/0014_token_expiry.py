@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0011_agent_listed'),
+        ('sessions_app', '0013_import_identities'),
     ]
 
     operations = [
