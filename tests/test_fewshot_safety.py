@@ -153,6 +153,12 @@ def test_the_agent_page_says_its_examples_are_shown_to_everyone_who_chats_with_i
     assert "e-mail addresses, phone numbers and keys masked" in fewshot
 
 
+def test_the_agent_page_keeps_every_field_beside_the_few_shot_ones(root, agent):
+    page = root.get(f"{AGENTS}{agent.pk}/change/").content.decode()
+    for field in ("name", "model", "instructions", "session_state", "fewshot_dataset"):
+        assert f'name="{field}"' in page, field
+
+
 NOTICE = 'data-testid="agent-examples-notice"'
 
 

@@ -33,7 +33,8 @@ class AgentForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = FEWSHOT_FIELDS  # the admin gives the form every field of the fieldsets
+        # The admin narrows this to its fieldsets; naming fewer here would hide the others.
+        fields = "__all__"
         help_texts = {
             "fewshot_dataset": "Its accepted items are shown to everyone who chats with this "
             "agent. A dataset with a rule that adds items as accepted is refused.",
