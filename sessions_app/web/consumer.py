@@ -78,8 +78,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         handler = getattr(self, f"do_{action}")
         try:
             await handler(frame)
-        except (NotFound, PermissionDenied):
+        except NotFound:
             await self.notice("That chat was not found.")
+        except PermissionDenied as exc:  # staff without the right, or not the session's owner
+            await self.notice(str(exc) or "You may not do that here.")
         except engine.RunConflict:
             await self.notice("An answer is already in progress in this chat.")
         except engine.InputError as exc:
