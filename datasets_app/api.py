@@ -1,4 +1,5 @@
-"""The datasets API (CONTRACT §5), staff only: datasets, their items, exports and cards.
+"""The datasets API (CONTRACT §5), for staff with the datasets' permissions: datasets, their
+items, exports and cards.
 
 Thin adapters, as in sessions_app.api.routes: the gate and the work are in datasets_app.services.
 """
@@ -34,7 +35,7 @@ from sessions_app.models import User
 
 FORMAT_NAMES = ", ".join(export.FORMATS)
 MEDIA_TYPES = ("application/jsonl", "text/csv")
-# Every call here may answer 403: datasets are staff's.
+# Every call here may answer 403: datasets are for staff with the permission each call names.
 READ_ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
 WRITE_ERRORS: dict[int, Any] = {**READ_ERRORS, 400: ErrorOut}
 EXPORT_DOC = {
@@ -160,7 +161,7 @@ def update_item(
 def export_dataset(
     request: HttpRequest, dataset_id: uuid.UUID, query: Query[ExportQuery]
 ) -> HttpResponse:
-    dataset = catalog.get_dataset_for_user(_user(request), dataset_id)
+    dataset = catalog.get_dataset_for_user(_user(request), dataset_id, catalog.EXPORT)
     # An unknown format raises export.UnknownFormat (a ValueError: 422) before anything is sent.
     return export.response(dataset, query.format, query.split, redact=query.redact)
 
@@ -175,5 +176,5 @@ def export_dataset(
 def dataset_card(
     request: HttpRequest, dataset_id: uuid.UUID, query: Query[CardQuery]
 ) -> HttpResponse:
-    dataset = catalog.get_dataset_for_user(_user(request), dataset_id)
+    dataset = catalog.get_dataset_for_user(_user(request), dataset_id, catalog.EXPORT)
     return export.card_response(dataset, query.format, query.split, redact=query.redact)

@@ -59,6 +59,27 @@ def staff(django_user_model):
 
 
 @pytest.fixture
+def support(django_user_model):
+    """A staff member of the group "Support": may view everything of Parley's apps (sessions,
+    runs, messages, model calls, agents, datasets and their items), and change nothing."""
+    from tests.roles import support_group
+
+    user = django_user_model.objects.create_user("support", password="x", is_staff=True)
+    user.groups.add(support_group())
+    return user
+
+
+@pytest.fixture
+def manager(django_user_model):
+    """A staff member with every permission of Parley's apps, and no superuser."""
+    from tests.roles import every_permission
+
+    user = django_user_model.objects.create_user("manager", password="x", is_staff=True)
+    user.user_permissions.add(*every_permission())
+    return user
+
+
+@pytest.fixture
 def agent(db) -> Agent:
     """The default agent, Assistant, on the scripted model and with no instructions."""
     from tests.apiclient import default_agent

@@ -1,4 +1,5 @@
-"""Agents (shared, staff-edited) and usage metrics (one's own; staff: everyone's)."""
+"""Agents (shared, edited by staff with the permission) and usage metrics (one's own; staff who
+may view model calls: everyone's)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from sessions_app.models import Agent, RunStatus, Session
 from tests.apiclient import api_client, stored_run
+from tests.roles import grant
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +72,7 @@ def test_an_unknown_agent_is_not_found(alice, agent):
 
 
 def test_staff_create_an_agent_with_agno_defaults(staff, settings):
-    response = send(api_client(staff), "POST", "/api/agents", {"name": "Tutor"})
+    response = send(api_client(grant(staff, "add_agent")), "POST", "/api/agents", {"name": "Tutor"})
     assert response.status_code == 201
     body = response.json()
     assert body["model"] == settings.LLM_MODEL
@@ -80,6 +82,7 @@ def test_staff_create_an_agent_with_agno_defaults(staff, settings):
 
 
 def test_staff_change_only_the_fields_they_send(staff, agent):
+    grant(staff, "change_agent")
     response = send(
         api_client(staff),
         "PATCH",
@@ -104,8 +107,37 @@ def test_other_users_may_not_create_or_change_agents(alice, agent):
     created = send(client, "POST", "/api/agents", {"name": "Mine"})
     changed = send(client, "PATCH", f"/api/agents/{agent.agent_id}", {"name": "Hacked"})
     assert created.status_code == changed.status_code == 403
-    assert created.json()["detail"] == "Only staff can create or change agents."
+    assert created.json()["detail"] == "You need the “add agent” permission."
+    assert changed.json()["detail"] == "You need the “change agent” permission."
     assert not Agent.objects.filter(name__in=["Mine", "Hacked"]).exists()
+
+
+def test_staff_without_the_permission_may_not_create_or_change_agents(staff, support, agent):
+    for user in (staff, support):  # reads runs and model calls; reads everything
+        client = api_client(user)
+        created = send(client, "POST", "/api/agents", {"name": "Mine"})
+        changed = send(client, "PATCH", f"/api/agents/{agent.agent_id}", {"name": "Renamed"})
+        assert (created.status_code, changed.status_code) == (403, 403)
+        assert created.json() == {"detail": "You need the “add agent” permission."}
+        assert changed.json() == {"detail": "You need the “change agent” permission."}
+    agent.refresh_from_db()
+    assert agent.name == "Assistant" and not Agent.objects.filter(name="Mine").exists()
+
+
+def test_unlisted_agents_show_to_staff_who_may_view_agents(alice, staff, support, agent):
+    hidden = Agent.objects.create(name="Imported", model="scripted", listed=False)
+    path = f"/api/agents/{hidden.agent_id}"
+
+    def names(user) -> list[str]:
+        return [a["name"] for a in api_client(user).get("/api/agents").json()["data"]]
+
+    assert names(alice) == names(staff) == ["Assistant"]
+    assert names(support) == ["Assistant", "Imported"]
+    assert api_client(support).get(path).status_code == 200
+    assert api_client(alice).get(path).status_code == 404
+    refused = api_client(staff).get(path)
+    assert refused.status_code == 403
+    assert refused.json() == {"detail": "You need the “view agent” permission."}
 
 
 @pytest.mark.parametrize(
@@ -120,7 +152,9 @@ def test_other_users_may_not_create_or_change_agents(alice, agent):
 )
 def test_invalid_agent_fields_answer_422(staff, body):
     before = Agent.objects.count()
-    assert send(api_client(staff), "POST", "/api/agents", body).status_code == 422
+    assert (
+        send(api_client(grant(staff, "add_agent")), "POST", "/api/agents", body).status_code == 422
+    )
     assert Agent.objects.count() == before
 
 
@@ -191,6 +225,16 @@ def test_users_see_only_their_own_metrics_and_staff_see_everyones(alice, bob, st
     assert [r["key"] for r in mine] == ["alice"]
     assert [(r["key"], r["total_tokens"]) for r in theirs] == [("bob", 150)]
     assert [r["key"] for r in everyone] == ["alice", "bob"]
+
+
+def test_staff_who_may_not_view_model_calls_see_only_their_own(django_user_model, alice, usage):
+    reader = django_user_model.objects.create_user("reader", password="x", is_staff=True)
+    grant(reader, "view_session", "view_run")
+    own = Session.objects.create(user=reader, agent=usage["coder"])
+    stored_run(own, "r1", "r", tokens=(1, 1), at=at(2))
+    assert [r["key"] for r in metrics(reader, "group_by=user&start=2025-03-01")["data"]] == [
+        "reader"
+    ]
 
 
 def test_a_bare_end_date_includes_that_whole_day_and_datetimes_are_exact(alice, usage):

@@ -1,5 +1,5 @@
-"""The datasets API (staff only): datasets, their items, reviews, exports; agents' few-shot
-fields."""
+"""The datasets API (staff with the datasets' permissions): datasets, their items, reviews,
+exports; agents' few-shot fields."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.test import Client
 from datasets_app.models import Dataset, DatasetItem
 from sessions_app.models import Agent, RunStatus, Session
 from tests.apiclient import api_client, stored_run
+from tests.roles import grant
 
 pytestmark = pytest.mark.django_db
 
@@ -50,9 +51,17 @@ NO_ITEMS = dict.fromkeys(
 )
 
 
+# What a curator of datasets is given: datasets and their items, and reading the conversations
+# they are made of.
+CURATOR = (
+    "view_dataset", "add_dataset", "view_datasetitem", "add_datasetitem", "change_datasetitem",
+    "view_session", "view_run",
+)  # fmt: skip
+
+
 @pytest.fixture
 def as_staff(staff) -> Client:
-    return api_client(staff)
+    return api_client(grant(staff, *CURATOR))
 
 
 @pytest.fixture
@@ -170,11 +179,60 @@ def test_signed_in_users_who_are_not_staff_are_forbidden(as_alice, dataset, chat
         ("GET", f"{base}/export?format=openai-chat", None),
         ("GET", f"{base}/card?format=csv", None),
     ]
-    for method, path, body in calls:
+    rights = ["view dataset", "add dataset", "view dataset", "view dataset item",
+              "add dataset item", "view dataset", "view dataset"]  # fmt: skip
+    for (method, path, body), right in zip(calls, rights, strict=True):
         response = send(as_alice, method, path, body)
         assert response.status_code == 403, path
-        assert response.json() == {"detail": "Only staff can manage datasets."}
+        assert response.json() == {"detail": f"You need the “{right}” permission."}
     assert not DatasetItem.objects.exists() and Dataset.objects.count() == 1
+
+
+def test_support_reads_datasets_their_items_and_exports_and_changes_nothing(
+    support, as_staff, dataset, chat
+):
+    run = stored_run(chat, "Tea?", "Yes.")
+    (item,) = add(as_staff, dataset, run_id=str(run.run_id)).json()["data"]
+    client = api_client(support)  # the group "Support": every view permission
+    base = f"/api/datasets/{dataset['dataset_id']}"
+    for path in ("/api/datasets", base, f"{base}/items", f"{base}/card?format=csv"):
+        assert client.get(path).status_code == 200, path
+    assert len(read_lines(client.get(f"{base}/export?format=openai-chat"))) == 0
+    refusals = [
+        (send(client, "POST", "/api/datasets", {"name": "theirs"}), "add dataset"),
+        (add(client, dataset, session_id=str(chat.session_id)), "add dataset item"),
+        (send(client, "PATCH", f"{base}/items/{item['item_id']}", {"status": "accepted"}),
+         "change dataset item"),
+    ]  # fmt: skip
+    for response, right in refusals:
+        assert response.status_code == 403
+        assert response.json() == {"detail": f"You need the “{right}” permission."}
+    assert DatasetItem.objects.get().status == "pending" and Dataset.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "codenames,answer",
+    [
+        ((), 403),
+        (("view_dataset",), 403),
+        (("view_datasetitem", "change_datasetitem"), 403),
+        (("view_dataset", "view_datasetitem"), 200),
+        (("change_dataset", "change_datasetitem"), 200),
+    ],
+)
+def test_the_api_and_the_admin_download_a_dataset_for_the_same_staff(
+    django_user_model, dataset, codenames, answer
+):
+    clerk = django_user_model.objects.create_user("clerk", password="x", is_staff=True)
+    grant(clerk, "view_run", "view_llmcall", *codenames)
+    browser = Client()
+    browser.force_login(clerk)
+    for kind in ("export", "card"):
+        api = api_client(clerk).get(f"/api/datasets/{dataset['dataset_id']}/{kind}?format=csv")
+        admin = browser.get(
+            f"/admin/datasets_app/dataset/{dataset['dataset_id']}/{kind}/?format=csv"
+        )
+        assert (api.status_code, admin.status_code) == (answer, answer), kind
 
 
 def test_anonymous_callers_must_authenticate(client, dataset):
@@ -185,7 +243,7 @@ def test_anonymous_callers_must_authenticate(client, dataset):
 
 def test_a_browser_write_needs_the_csrf_token(staff):
     browser = Client(enforce_csrf_checks=True)
-    browser.force_login(staff)
+    browser.force_login(grant(staff, "add_dataset"))
     browser.get("/tokens/")  # sets the CSRF cookie
     assert send(browser, "POST", "/api/datasets", {"name": "forged"}).status_code == 403
     token = browser.cookies["csrftoken"].value
@@ -520,7 +578,12 @@ def test_the_card_is_markdown_naming_the_dataset(as_staff, dataset):
 # -- agents' few-shot settings -----------------------------------------------------------------
 
 
-def test_an_agent_takes_its_examples_from_a_dataset(as_staff, dataset, agent):
+@pytest.fixture
+def edits_agents(staff) -> None:
+    grant(staff, "add_agent", "change_agent")
+
+
+def test_an_agent_takes_its_examples_from_a_dataset(as_staff, dataset, agent, edits_agents):
     path = f"/api/agents/{agent.agent_id}"
     shown = as_staff.get(path).json()
     assert {k: shown[k] for k in FEWSHOT_FIELDS} == {
@@ -542,7 +605,7 @@ def test_an_agent_takes_its_examples_from_a_dataset(as_staff, dataset, agent):
     assert cleared["fewshot_dataset_id"] is None and cleared["fewshot_count"] == 5
 
 
-def test_a_new_agent_can_name_its_dataset(as_staff, dataset):
+def test_a_new_agent_can_name_its_dataset(as_staff, dataset, edits_agents):
     body = {"name": "Tea expert", "fewshot_dataset_id": dataset["dataset_id"], "fewshot_count": 2}
     response = send(as_staff, "POST", "/api/agents", body)
     assert response.status_code == 201
@@ -560,14 +623,14 @@ def test_a_new_agent_can_name_its_dataset(as_staff, dataset):
         {"fewshot_order": "random"},
     ],
 )
-def test_bad_few_shot_settings_are_refused(as_staff, agent, body):
+def test_bad_few_shot_settings_are_refused(as_staff, agent, body, edits_agents):
     response = send(as_staff, "PATCH", f"/api/agents/{agent.agent_id}", body)
     assert response.status_code == 422
     agent.refresh_from_db()
     assert agent.fewshot_dataset_id is None and agent.fewshot_count == 3
 
 
-def test_an_unknown_dataset_is_not_found_like_any_missing_object(as_staff, agent):
+def test_an_unknown_dataset_is_not_found_like_any_missing_object(as_staff, agent, edits_agents):
     path = f"/api/agents/{agent.agent_id}"
     response = send(as_staff, "PATCH", path, {"fewshot_dataset_id": str(uuid.uuid4())})
     assert response.status_code == 404 and response.json() == {"detail": "Not found."}

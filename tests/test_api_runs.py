@@ -17,6 +17,7 @@ from sessions_app.models import Agent, Run, RunStatus, Session
 from testkit.upstream import Reply
 from tests.apiclient import asgi_client, read_events
 from tests.asgiclient import ASGIClient
+from tests.roles import grant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -421,20 +422,45 @@ async def test_other_users_runs_are_not_found_and_their_sessions_take_no_runs(
     assert await Run.objects.acount() == 1
 
 
-async def test_staff_read_and_cancel_anyones_run_but_rate_only_their_own(
-    as_alice, as_staff, agent, upstream
-):
+async def test_staff_read_anyones_run_but_rate_only_their_own(as_alice, as_staff, agent, upstream):
     run = (await post(as_alice, "/api/runs", {"input": "hello"})).json()
     assert (await as_staff.get(f"/api/runs/{run['run_id']}")).json()["user_id"] == "alice"
-    assert (await post(as_staff, f"/api/runs/{run['run_id']}/cancel")).status_code == 200
     rated = await post(as_staff, f"/api/runs/{run['run_id']}/feedback", {"rating": 1})
     assert rated.status_code == 404
 
 
-async def test_staff_cannot_run_in_someone_elses_session(as_alice, as_staff, agent, upstream):
+async def test_staff_stop_anyones_run_only_with_the_change_run_permission(
+    as_alice, as_staff, staff, agent, upstream
+):
+    upstream.script(Reply(tokens=60, first_delay=0.05, delay=0.05))
+    lines = (await stream(as_alice, {"input": "long"})).lines()
+    started = [await anext(lines) for _ in range(2)]
+    run_id = json.loads(started[1].removeprefix("data: "))["run_id"]
+    while await anext(lines) != "event: RunContent":
+        pass
+
+    refused = await post(as_staff, f"/api/runs/{run_id}/cancel")  # may only view runs
+    assert refused.status_code == 403
+    assert refused.json() == {"detail": "You need the “change run” permission."}
+    run = await Run.objects.aget(pk=run_id)
+    assert run.status == RunStatus.RUNNING and not run.cancel_requested
+
+    await sync_to_async(grant)(staff, "change_run")
+    stopped = await post(as_staff, f"/api/runs/{run_id}/cancel")
+    assert stopped.status_code == 200 and stopped.json()["status"] == "CANCELLED"
+
+
+async def test_staff_cannot_run_in_someone_elses_session(
+    as_alice, as_staff, staff, agent, upstream
+):
     run = (await post(as_alice, "/api/runs", {"input": "mine"})).json()
     response = await post(as_staff, "/api/runs", {"input": "x", "session_id": run["session_id"]})
+    assert response.status_code == 404  # may not even view sessions
+    await sync_to_async(grant)(staff, "view_session", "change_session")
+    response = await post(as_staff, "/api/runs", {"input": "x", "session_id": run["session_id"]})
     assert response.status_code == 403
+    assert response.json() == {"detail": "Only the owner of a session can run in it."}
+    assert await Run.objects.acount() == 1
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The sessions API: lists, one session, its runs and messages, as owner, stranger and staff."""
+"""The sessions API: lists, one session, its runs and messages, as owner, stranger and staff
+(as far as their permissions go)."""
 
 from __future__ import annotations
 
@@ -98,12 +99,56 @@ def test_it_rejects_other_users_session_exactly_like_a_missing_one(bob, alices, 
     assert Session.objects.filter(pk=alices.pk, session_name="Trip to Rome").exists()
 
 
-def test_staff_can_read_anyones_session_its_runs_and_messages(staff, alices):
-    client = api_client(staff)
+def test_staff_who_may_view_sessions_read_anyones_session_its_runs_and_messages(support, alices):
+    client = api_client(support)
     base = f"/api/sessions/{alices.session_id}"
     assert client.get(base).json()["user_id"] == "alice"
     assert client.get(f"{base}/runs").json()["meta"]["total_count"] == 2
     assert client.get(f"{base}/messages").json()["meta"]["total_count"] == 4
+
+
+@pytest.mark.parametrize(
+    "method,path,right",
+    [
+        ("get", "/api/sessions/{id}", "view session"),
+        ("get", "/api/sessions/{id}/runs", "view session"),
+        ("get", "/api/sessions/{id}/messages", "view session"),
+        ("patch", "/api/sessions/{id}", "change session"),
+        ("delete", "/api/sessions/{id}", "delete session"),
+    ],
+)
+def test_staff_without_the_permission_get_403_naming_it(staff, alices, method, path, right):
+    """The fixture's staff member may view runs and model calls, nothing of sessions; a missing
+    session answers the same, as in the admin."""
+    client = api_client(staff)
+    refused = call(client, method, path.format(id=alices.session_id), {"session_name": "x"})
+    missing = call(client, method, path.format(id=uuid.uuid4()), {"session_name": "x"})
+    assert refused.status_code == missing.status_code == 403
+    assert refused.json() == missing.json() == {"detail": f"You need the “{right}” permission."}
+    assert Session.objects.filter(pk=alices.pk, session_name="Trip to Rome").exists()
+
+
+def test_view_only_staff_may_neither_delete_nor_change_a_session(support, alices):
+    client = api_client(support)
+    base = f"/api/sessions/{alices.session_id}"
+    deleted = call(client, "delete", base)
+    assert deleted.status_code == 403
+    assert deleted.json() == {"detail": "You need the “delete session” permission."}
+    changes = {"session_name": "Mine now", "session_state": {"x": 1}, "metadata": {"y": 2}}
+    changed = patch_json(client, base, changes)
+    assert changed.status_code == 403
+    assert changed.json() == {"detail": "You need the “change session” permission."}
+    alices.refresh_from_db()
+    assert (alices.session_name, alices.session_state, alices.metadata) == ("Trip to Rome", {}, {})
+    assert Run.objects.filter(session=alices).count() == 2
+
+
+def test_staff_with_the_permissions_change_and_delete_anyones_session(manager, alices):
+    client = api_client(manager)
+    base = f"/api/sessions/{alices.session_id}"
+    assert patch_json(client, base, {"session_name": "Checked"}).json()["session_name"] == "Checked"
+    assert call(client, "delete", base).status_code == 204
+    assert not Session.objects.filter(pk=alices.pk).exists()
 
 
 # -- one session -------------------------------------------------------------------------------
@@ -249,13 +294,21 @@ def test_the_list_holds_only_ones_own_sessions_newest_first(alice, bob, agent):
     assert set(body["data"][0]) == SESSION_FIELDS
 
 
-def test_staff_list_another_users_sessions_by_username(staff, alice, bob, agent):
+def test_staff_list_another_users_sessions_by_username(support, alice, bob, agent):
     make_sessions(alice, agent, ["a1"])
     make_sessions(bob, agent, ["b1", "b2"])
-    body = api_client(staff).get("/api/sessions?user_id=bob").json()
+    body = api_client(support).get("/api/sessions?user_id=bob").json()
     assert {s["session_name"] for s in body["data"]} == {"b1", "b2"}
     assert {s["user_id"] for s in body["data"]} == {"bob"}
-    assert api_client(staff).get("/api/sessions").json()["meta"]["total_count"] == 0
+    assert api_client(support).get("/api/sessions").json()["meta"]["total_count"] == 0
+
+
+def test_staff_who_may_not_view_sessions_cannot_list_another_users(staff, bob, agent):
+    make_sessions(bob, agent, ["b1"])
+    response = api_client(staff).get("/api/sessions?user_id=bob")
+    assert response.status_code == 403
+    assert response.json() == {"detail": "You need the “view session” permission."}
+    assert api_client(staff).get("/api/sessions?user_id=staff").status_code == 200
 
 
 def test_a_non_staff_user_id_filter_still_lists_only_ones_own(alice, bob, agent):

@@ -218,6 +218,29 @@ def test_someone_elses_settings_and_state_are_404(alice, bob, agent, alice_clien
     assert response.status_code == 404
 
 
+def test_view_only_staff_read_someone_elses_chat_and_change_nothing(bob, agent, support):
+    session = make_session(bob, agent, name="bob's", turns=[("secret plan", "noted")])
+    staff = Client()
+    staff.force_login(support)
+    base = f"/s/{session.session_id}"
+    assert "secret plan" in staff.get(f"{base}/").content.decode()
+    assert staff.get(f"{base}/settings").status_code == 200
+    assert staff.post(f"{base}/rename", {"session_name": "x"}).status_code == 403
+    assert staff.post(f"{base}/state", {"session_state": '{"a": 1}'}).status_code == 403
+    assert staff.post(f"{base}/delete").status_code == 403
+    session.refresh_from_db()
+    assert (session.session_name, session.session_state) == ("bob's", {})
+
+
+def test_staff_who_may_not_view_sessions_get_403_on_anyones_chat(bob, agent, staff):
+    session = make_session(bob, agent, turns=[("secret plan", "noted")])
+    client = Client()
+    client.force_login(staff)  # may view runs and model calls only
+    for path in (f"/s/{session.session_id}/", f"/s/{session.session_id}/settings"):
+        response = client.get(path)
+        assert response.status_code == 403 and b"secret plan" not in response.content
+
+
 async def test_static_files_are_served_on_the_async_path(db, settings):
     from django.test import AsyncClient
 

@@ -322,3 +322,34 @@ async def test_sending_too_fast_is_refused_inline(alice, agent, upstream, settin
     assert "sending too fast" in await tab.until("chat-notice")
     assert await Run.objects.filter(user=alice).acount() == 1
     await tab.close()
+
+
+async def test_staff_watch_and_stop_anyones_answer_only_with_the_permissions(
+    alice, staff, support, agent, upstream
+):
+    upstream.script(Reply(tokens=60, delay=0.02))
+    owner = await open_tab(alice)
+    await owner.send(action="send", input="long answer")
+    marker = await owner.until('id="composer-session"')
+    session_id = re.search(r'value="([0-9a-f-]{36})"', marker).group(1)
+    await owner.until("tok5 ")
+    run = await Run.objects.aget(user=alice)
+
+    outsider = await open_tab(staff)  # may view runs and model calls, nothing more
+    await outsider.send(action="watch", session_id=session_id)
+    await outsider.until("You need the “view session” permission.")
+    await outsider.send(action="stop", run_id=str(run.run_id))
+    await outsider.until("You need the “change run” permission.")
+    assert not any("tok5 " in frame for frame in outsider.frames)
+
+    reader = await open_tab(support)  # may view everything
+    await reader.send(action="watch", session_id=session_id)
+    await reader.until("tok5 ")
+    await reader.send(action="stop", run_id=str(run.run_id))
+    await reader.until("You need the “change run” permission.")
+
+    await owner.until('data-run-status="completed"')
+    await run.arefresh_from_db()
+    assert run.status == RunStatus.COMPLETED and not run.cancel_requested
+    for tab in (owner, outsider, reader):
+        await tab.close()

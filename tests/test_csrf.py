@@ -35,9 +35,9 @@ def fast_hashing(settings) -> None:
 
 
 @pytest.fixture
-def world(alice, bob, staff) -> World:
+def world(alice, bob, manager) -> World:
     """The matrix's world: alice's objects, one of each kind."""
-    return build_world(alice, bob, staff)
+    return build_world({"alice": alice, "bob": bob, "manager": manager})
 
 
 WRITES = ("POST", "PATCH", "DELETE", "PUT")
@@ -55,13 +55,13 @@ def browser(world: World, role: str) -> Client:
 def signed_in_as(case: Case) -> str:
     """Someone the matrix lets through, so the refusal is the token's and nothing else's."""
     return next(
-        (role for role in ("alice", "staff") if case.expect[role] not in (403, 404)), "staff"
+        (role for role in ("alice", "manager") if case.expect[role] not in (403, 404)), "manager"
     )
 
 
 @pytest.mark.parametrize("case", ROUTES, ids=lambda c: c.route or "/")
 def test_a_post_without_the_token_is_refused_on_every_route(world, case):
-    client = browser(world, "staff" if case.route.startswith("admin/") else "alice")
+    client = browser(world, "manager" if case.route.startswith("admin/") else "alice")
     path = "/" + fill(case.url or case.route, world)
 
     response = client.post(path, urlencode(case.data), "application/x-www-form-urlencoded")

@@ -17,6 +17,7 @@ from sessions_app import engine
 from sessions_app.models import Agent, Run, RunStatus, Session
 from testkit.upstream import Reply
 from tests.apiclient import api_client, stored_run
+from tests.roles import grant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -330,7 +331,8 @@ def test_runs_of_users_who_opted_out_are_collected_but_not_exported(
     collect.add_run(dataset, stored_run(chat_b, "bob asks", "bob's answer"), status="accepted")
     assert DatasetItem.objects.count() == 2
 
-    response = api_client(staff).get(f"/api/datasets/{dataset.pk}/export?format=openai-chat")
+    reader = grant(staff, "view_dataset", "view_datasetitem")
+    response = api_client(reader).get(f"/api/datasets/{dataset.pk}/export?format=openai-chat")
     assert response.status_code == 200
     lines = b"".join(response).decode().splitlines()
     assert [json.loads(line)["messages"][-1]["content"] for line in lines] == ["alice's answer"]

@@ -1,10 +1,14 @@
 """Who may do what: every page, API operation and chat socket action, for anonymous, alice (who
-owns every object here), bob (another user) and staff (who may read runs and model calls).
+owns every object here), bob (another user), support (a staff member of the group "Support",
+which may view everything of Parley's apps and change nothing), manager (a staff member with
+every permission of Parley's apps, no superuser) and a superuser.
 
-Another user's object answers 404 and never its data; staff-only answers 403 (API) or the
-admin's login; anonymous gets 401 (API), the login page (pages) or a closed socket. The routes
-come from the URLconf, the operations from the published OpenAPI document and the actions from
-the consumer: one added without a line here fails `test_every_route_is_in_the_matrix`.
+Another user's object answers 404 and never its data, as a missing one; staff reach it as far as
+their Django permissions go, the same on every door: without the right, 403 (API: a `detail`
+naming it; the socket: a notice naming it). Anonymous gets 401 (API), the login page (pages) or
+a closed socket. The routes come from the URLconf, the operations from the published OpenAPI
+document and the actions from the consumer: one added without a line here fails
+`test_every_route_is_in_the_matrix`.
 """
 
 from __future__ import annotations
@@ -30,25 +34,33 @@ from sessions_app.models import Agent, ApiToken, LLMCall, Message, Run, Session,
 from sessions_app.services.tokens import create_token
 from sessions_app.web.consumer import ChatConsumer
 from tests.apiclient import bearer, default_agent, stored_run
+from tests.roles import support_group
 from tests.test_consumer import open_tab
 from tests.waiting import until
 
 pytestmark = pytest.mark.django_db
 
 SECRETS = ("alice-private-title-7731", "alice-private-question-5519", "alice-private-answer-2240")
-ROLES = ("anonymous", "alice", "bob", "staff")
+ROLES = ("anonymous", "alice", "bob", "support", "manager", "superuser")
+# Who may read alice's conversation: herself, and staff who may view sessions.
+READERS = ("alice", "support", "manager", "superuser")
 LOGIN = "login"  # a redirect to /accounts/login/?next=…
 ADMIN_LOGIN = "admin-login"  # a redirect to /admin/login/?next=…
 
 
 def to(location: str) -> str:
-    """A redirect to exactly this location."""
+    """A redirect to exactly this location (placeholders as in `fill`)."""
     return "→" + location
 
 
 @pytest.fixture(autouse=True)
 def fast_hashing(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def superuser(django_user_model) -> User:
+    return django_user_model.objects.create_superuser("root", password="root-pass-123")
 
 
 @dataclass
@@ -96,19 +108,22 @@ class World:
 
 
 @pytest.fixture
-def world(alice, bob, staff) -> World:
-    return build_world(alice, bob, staff)
+def world(alice, bob, support, manager, superuser) -> World:
+    users = {"alice": alice, "bob": bob, "support": support, "manager": manager}
+    return build_world({**users, "superuser": superuser})
 
 
-def build_world(alice: User, bob: User, staff: User) -> World:
+def build_world(users: dict[str, User]) -> World:
+    """Alice's objects; `users` names alice, bob, manager and whoever else a test signs in as."""
+    alice = users["alice"]
     agent = default_agent()
     session = Session.objects.create(user=alice, agent=agent, session_name=SECRETS[0])
     run = stored_run(session, SECRETS[1], SECRETS[2])
     token, _ = create_token(alice, "alice laptop")
-    dataset = Dataset.objects.create(name="support", created_by=staff)
-    (item,) = catalog.add_items(staff, dataset.pk, run_id=run.pk)
+    dataset = Dataset.objects.create(name="support", created_by=users["manager"])
+    (item,) = catalog.add_items(users["manager"], dataset.pk, run_id=run.pk)
     return World(
-        users={"anonymous": None, "alice": alice, "bob": bob, "staff": staff},
+        users={"anonymous": None, **users},
         agent=agent,
         session=session,
         run=run,
@@ -117,7 +132,7 @@ def build_world(alice: User, bob: User, staff: User) -> World:
         token=token,
         dataset=dataset,
         item=item,
-        group=Group.objects.create(name="reviewers"),
+        group=support_group(),
     )
 
 
@@ -132,64 +147,84 @@ class Case:
     route: str
     expect: dict[str, int | str]
     data: dict[str, Any] = field(default_factory=dict)
-    url: str = ""  # when the route alone does not say which URL (admin objects, regexes)
+    url: str = ""  # when the route alone does not say which URL (admin objects, regexes, queries)
 
     @property
     def id(self) -> str:
         return f"{self.method} {self.route}"
 
 
-def roles(anonymous: int | str, alice: int | str, bob: int | str, staff: int | str) -> dict:
-    return {"anonymous": anonymous, "alice": alice, "bob": bob, "staff": staff}
+Answer = int | str
 
 
-OWN_PAGE = roles(LOGIN, 200, 404, 200)  # staff read every session
-SIGNED_IN = roles(LOGIN, 200, 200, 200)
-ONLY_MINE = roles(LOGIN, 200, 404, 404)  # tokens and ratings are one's own, even for staff
-PUBLIC = roles(200, 200, 200, 200)
+def roles(
+    anonymous: Answer,
+    alice: Answer,
+    bob: Answer,
+    support: Answer,
+    manager: Answer,
+    superuser: Answer,
+) -> dict[str, Answer]:
+    return dict(zip(ROLES, (anonymous, alice, bob, support, manager, superuser), strict=True))
+
+
+def staff(support: Answer, manager: Answer, superuser: Answer) -> dict[str, Answer]:
+    """An admin page: the admin's login for everyone who is not staff."""
+    return roles(ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, support, manager, superuser)
+
+
+SIGNED_IN = roles(LOGIN, 200, 200, 200, 200, 200)
+ONLY_MINE = roles(
+    LOGIN, 200, 404, 404, 404, 404
+)  # tokens and ratings are one's own, even for staff
+PUBLIC = roles(200, 200, 200, 200, 200, 200)
+READ_SESSION = roles(LOGIN, 200, 404, 200, 200, 200)  # staff who may view sessions read any
+CHANGE_SESSION = roles(LOGIN, 200, 404, 403, 200, 200)  # support may only view
+SIGNED_OUT_ONLY = roles(200, 302, 302, 302, 302, 302)
 
 PAGES = [
     Case("GET", "healthz", PUBLIC),
-    Case("GET", "favicon.ico", roles(302, 302, 302, 302)),
+    Case("GET", "favicon.ico", roles(302, 302, 302, 302, 302, 302)),
     Case("GET", "", SIGNED_IN),
-    Case("GET", "s/<session_id:session_id>/", OWN_PAGE),
-    Case("POST", "s/<session_id:session_id>/rename", OWN_PAGE, {"session_name": "renamed"}),
-    Case("POST", "s/<session_id:session_id>/delete", roles(LOGIN, 204, 404, 204)),
-    Case("GET", "s/<session_id:session_id>/settings", OWN_PAGE),
-    Case("POST", "s/<session_id:session_id>/state", OWN_PAGE, {"session_state": '{"a": 1}'}),
+    Case("GET", "s/<session_id:session_id>/", READ_SESSION),
+    Case("POST", "s/<session_id:session_id>/rename", CHANGE_SESSION, {"session_name": "renamed"}),
+    Case("POST", "s/<session_id:session_id>/delete", roles(LOGIN, 204, 404, 403, 204, 204)),
+    Case("GET", "s/<session_id:session_id>/settings", READ_SESSION),
+    Case("POST", "s/<session_id:session_id>/state", CHANGE_SESSION, {"session_state": '{"a": 1}'}),
     Case("GET", "sessions/", SIGNED_IN),
     Case("GET", "settings/", SIGNED_IN),
-    Case("POST", "settings/", roles(LOGIN, 302, 302, 302), {"allow_training": "on"}),
+    Case("POST", "settings/", roles(LOGIN, 302, 302, 302, 302, 302), {"allow_training": "on"}),
     Case("POST", "runs/<uuid:run_id>/feedback", ONLY_MINE, {"rating": "1"}),
     Case("GET", "tokens/", SIGNED_IN),
     Case("POST", "tokens/", SIGNED_IN, {"name": "new"}),
-    Case("POST", "tokens/<int:token_id>/rename/", roles(LOGIN, 302, 404, 404), {"name": "x"}),
+    Case("POST", "tokens/<int:token_id>/rename/", roles(LOGIN, 302, *[404] * 4), {"name": "x"}),
     Case("GET", "tokens/<int:token_id>/revoke/", ONLY_MINE),
-    Case("POST", "tokens/<int:token_id>/revoke/", roles(LOGIN, 302, 404, 404)),
-    Case("GET", "accounts/login/", roles(200, 302, 302, 302)),
-    Case("POST", "accounts/logout/", roles(302, 302, 302, 302)),
-    Case("GET", "accounts/signup/", roles(200, 302, 302, 302)),
-    Case("GET", "api/", roles(404, 404, 404, 404)),  # nothing there: the docs are at api/docs
+    Case("POST", "tokens/<int:token_id>/revoke/", roles(LOGIN, 302, *[404] * 4)),
+    Case("GET", "accounts/login/", SIGNED_OUT_ONLY),
+    Case("POST", "accounts/logout/", roles(*[302] * 6)),
+    Case("GET", "accounts/signup/", SIGNED_OUT_ONLY),
+    Case("GET", "api/", roles(*[404] * 6)),  # nothing there: the docs are at api/docs
     Case("GET", "api/docs", PUBLIC),
     Case("GET", "api/openapi.json", PUBLIC),
 ]
 
-STAFF_PAGE = roles(ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200)
-NOT_STAFFS = roles(ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 403)  # staff without the permission
+STAFF_PAGE = staff(200, 200, 200)
+NO_STAFF = staff(403, 403, 403)  # a page the admin refuses to every staff member
+DATASET_PAGE = to("/admin/datasets_app/dataset/{object:dataset}/change/")
 ADMIN_SITE = [
     Case("GET", "admin/", STAFF_PAGE),
-    Case("GET", "admin/dashboard/", STAFF_PAGE),
-    Case("GET", "admin/login/", roles(200, 200, 200, 302)),
+    Case("GET", "admin/dashboard/", STAFF_PAGE),  # support and manager may view runs and calls
+    Case("GET", "admin/login/", roles(200, 200, 200, 302, 302, 302)),
     # The admin's logout sends whoever it does not let in to its index; staff are logged out.
-    Case("POST", "admin/logout/", roles(*[to("/admin/")] * 3, to("/accounts/login/"))),
+    Case("POST", "admin/logout/", roles(*[to("/admin/")] * 3, *[to("/accounts/login/")] * 3)),
     Case("GET", "admin/password_change/", STAFF_PAGE),
     Case("GET", "admin/password_change/done/", STAFF_PAGE),
-    Case("GET", "admin/autocomplete/", NOT_STAFFS),
+    Case("GET", "admin/autocomplete/", NO_STAFF),  # without its parameters
     Case("GET", "admin/jsi18n/", STAFF_PAGE),
     Case(
         "GET",
         "admin/r/<path:content_type_id>/<path:object_id>/",
-        roles(ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 404),  # sessions have no page of their own
+        staff(404, 404, 404),  # sessions have no page of their own
         url="admin/r/{content_type}/{session_id}/",
     ),
     Case(
@@ -201,91 +236,135 @@ ADMIN_SITE = [
     Case(
         "GET",
         "admin/(?P<app_label>auth|sessions_app|datasets_app)/$",
-        roles(ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 404),  # no permission in it: not listed
+        staff(404, 404, 200),  # no permission in it: not listed
         url="admin/auth/",
+    ),
+    Case("GET", "admin/(?P<url>.*)$", staff(404, 404, 404), url="admin/nowhere/"),
+    # The download: the dataset and its items viewed; without a format, back to its page.
+    Case(
+        "GET",
+        "admin/datasets_app/dataset/<uuid:dataset_id>/export/",
+        STAFF_PAGE,
+        url="admin/datasets_app/dataset/<uuid:dataset_id>/export/?format=openai-chat",
     ),
     Case(
         "GET",
-        "admin/(?P<url>.*)$",
-        roles(ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 404),
-        url="admin/nowhere/",
+        "admin/datasets_app/dataset/<uuid:dataset_id>/export/",
+        staff(DATASET_PAGE, DATASET_PAGE, DATASET_PAGE),
     ),
-    Case("GET", "admin/datasets_app/dataset/<uuid:dataset_id>/export/", NOT_STAFFS),
-    Case("GET", "admin/datasets_app/dataset/<uuid:dataset_id>/card/", NOT_STAFFS),
-    Case("POST", "admin/datasets_app/datasetitem/collect/", NOT_STAFFS),
+    Case(
+        "GET",
+        "admin/datasets_app/dataset/<uuid:dataset_id>/card/",
+        STAFF_PAGE,
+        url="admin/datasets_app/dataset/<uuid:dataset_id>/card/?format=openai-chat",
+    ),
+    # Adding to a dataset takes "add dataset item"; a form naming nothing is sent back.
+    Case("POST", "admin/datasets_app/datasetitem/collect/", staff(403, to("../"), to("../"))),
     Case(
         "GET",
         "admin/sessions_app/user/<id>/password/",
-        NOT_STAFFS,
+        staff(403, 200, 200),  # "change user"
         url="admin/sessions_app/user/{alice_id}/password/",
     ),
 ]
 
-# What the fixture's staff member may do: read runs and model calls.
-STAFF_READS = {"run", "llmcall"}
+# What the admin lets its users add: the other tables are written by the chat and the API.
+ADDABLE = {"group", "agent", "dataset", "user"}
 
 
 def admin_model_cases() -> list[Case]:
     cases = []
     for model in admin.site._registry:
         app, name = model._meta.app_label, model._meta.model_name
+        ours = app in ("sessions_app", "datasets_app")  # support and manager hold only these
         prefix = f"admin/{app}/{name}/"
-        reads = STAFF_PAGE if name in STAFF_READS else NOT_STAFFS
         obj = f"{prefix}{{object:{name}}}/"
+        reads = STAFF_PAGE if ours else staff(403, 403, 200)
+        adds = staff(403, 200 if ours else 403, 200) if name in ADDABLE else NO_STAFF
+        deletes = staff(403, 200 if ours else 403, 200)
         cases += [
             Case("GET", prefix, reads),
-            Case("GET", f"{prefix}add/", NOT_STAFFS),
+            Case("GET", f"{prefix}add/", adds),
             Case("GET", f"{prefix}<path:object_id>/change/", reads, url=f"{obj}change/"),
             Case("GET", f"{prefix}<path:object_id>/history/", reads, url=f"{obj}history/"),
-            Case("GET", f"{prefix}<path:object_id>/delete/", NOT_STAFFS, url=f"{obj}delete/"),
+            Case("GET", f"{prefix}<path:object_id>/delete/", deletes, url=f"{obj}delete/"),
             # The bare object URL sends to its change page, for anyone the admin lets in.
-            Case("GET", f"{prefix}<path:object_id>/", roles(*[ADMIN_LOGIN] * 3, 302), url=obj),
+            Case("GET", f"{prefix}<path:object_id>/", staff(302, 302, 302), url=obj),
         ]
     return cases
 
 
 ADMIN_MODELS = admin_model_cases()
 
-API_OWN = roles(401, 200, 404, 200)
-API_SIGNED_IN = roles(401, 200, 200, 200)
-API_STAFF = roles(401, 403, 403, 200)
+API_SIGNED_IN = roles(401, 200, 200, 200, 200, 200)
+API_READ = roles(401, 200, 404, 200, 200, 200)  # alice's object
+API_DATASETS_READ = roles(401, 403, 403, 200, 200, 200)  # view dataset (and its items)
+API_DATASETS_WRITE = roles(401, 403, 403, 403, 200, 200)
 API = [
     Case("GET", "/api/agents", API_SIGNED_IN),
-    Case("POST", "/api/agents", roles(401, 403, 403, 201), {"name": "New", "model": "scripted"}),
+    Case("POST", "/api/agents", roles(401, 403, 403, 403, 201, 201), {"name": "New"}),
     Case("GET", "/api/agents/{agent_id}", API_SIGNED_IN),
-    Case("PATCH", "/api/agents/{agent_id}", API_STAFF, {"instructions": "Be kind."}),
+    Case("PATCH", "/api/agents/{agent_id}", API_DATASETS_WRITE, {"instructions": "Be kind."}),
     Case("GET", "/api/sessions", API_SIGNED_IN),
-    Case("POST", "/api/sessions", roles(401, 201, 201, 201), {"session_name": "new"}),
-    Case("GET", "/api/sessions/{session_id}", API_OWN),
-    Case("PATCH", "/api/sessions/{session_id}", API_OWN, {"session_name": "renamed"}),
-    Case("DELETE", "/api/sessions/{session_id}", roles(401, 204, 404, 204)),
-    Case("GET", "/api/sessions/{session_id}/runs", API_OWN),
-    Case("GET", "/api/sessions/{session_id}/messages", API_OWN),
+    # Staff who may view sessions list alice's; for bob the filter is ignored: his own, empty.
+    Case("GET", "/api/sessions", API_SIGNED_IN, {"user_id": "alice"}),
+    Case("POST", "/api/sessions", roles(401, *[201] * 5), {"session_name": "new"}),
+    Case("GET", "/api/sessions/{session_id}", API_READ),
+    Case(
+        "PATCH",
+        "/api/sessions/{session_id}",
+        roles(401, 200, 404, 403, 200, 200),
+        {"session_name": "renamed"},
+    ),
+    Case("DELETE", "/api/sessions/{session_id}", roles(401, 204, 404, 403, 204, 204)),
+    Case("GET", "/api/sessions/{session_id}/runs", API_READ),
+    Case("GET", "/api/sessions/{session_id}/messages", API_READ),
     # Staff may read anyone's session, but only its owner speaks in it.
     Case(
         "POST",
         "/api/runs",
-        roles(401, 200, 404, 403),
+        roles(401, 200, 404, 403, 403, 403),
         {"input": "hi", "session_id": "{session_id}"},
     ),
-    Case("GET", "/api/runs/{run_id}", API_OWN),
-    Case("POST", "/api/runs/{run_id}/cancel", API_OWN),
-    Case("POST", "/api/runs/{run_id}/feedback", roles(401, 200, 404, 404), {"rating": 1}),
+    Case("GET", "/api/runs/{run_id}", API_READ),
+    Case("POST", "/api/runs/{run_id}/cancel", roles(401, 200, 404, 403, 200, 200)),
+    Case("POST", "/api/runs/{run_id}/feedback", roles(401, 200, *[404] * 4), {"rating": 1}),
     Case("GET", "/api/metrics", API_SIGNED_IN),
-    Case("GET", "/api/datasets", API_STAFF),
-    Case("POST", "/api/datasets", roles(401, 403, 403, 201), {"name": "another"}),
-    Case("GET", "/api/datasets/{dataset_id}", API_STAFF),
-    Case("GET", "/api/datasets/{dataset_id}/items", API_STAFF),
+    Case("GET", "/api/datasets", API_DATASETS_READ),
+    Case("POST", "/api/datasets", roles(401, 403, 403, 403, 201, 201), {"name": "another"}),
+    Case("GET", "/api/datasets/{dataset_id}", API_DATASETS_READ),
+    Case("GET", "/api/datasets/{dataset_id}/items", API_DATASETS_READ),
     Case(
         "POST",
         "/api/datasets/{dataset_id}/items",
-        roles(401, 403, 403, 409),  # the run is in it already: staff get that far
+        roles(401, 403, 403, 403, 409, 409),  # the run is in it already: managers get that far
         {"run_id": "{run_id}"},
     ),
-    Case("PATCH", "/api/datasets/{dataset_id}/items/{item_id}", API_STAFF, {"status": "accepted"}),
-    Case("GET", "/api/datasets/{dataset_id}/export", API_STAFF, {"format": "openai-chat"}),
-    Case("GET", "/api/datasets/{dataset_id}/card", API_STAFF, {"format": "openai-chat"}),
+    Case(
+        "PATCH",
+        "/api/datasets/{dataset_id}/items/{item_id}",
+        API_DATASETS_WRITE,
+        {"status": "accepted"},
+    ),
+    Case("GET", "/api/datasets/{dataset_id}/export", API_DATASETS_READ, {"format": "openai-chat"}),
+    Case("GET", "/api/datasets/{dataset_id}/card", API_DATASETS_READ, {"format": "openai-chat"}),
 ]
+# The permission each 403 of the API names, by operation.
+RIGHTS = {
+    ("POST", "/api/agents"): "add agent",
+    ("PATCH", "/api/agents/{agent_id}"): "change agent",
+    ("PATCH", "/api/sessions/{session_id}"): "change session",
+    ("DELETE", "/api/sessions/{session_id}"): "delete session",
+    ("POST", "/api/runs/{run_id}/cancel"): "change run",
+    ("GET", "/api/datasets"): "view dataset",
+    ("POST", "/api/datasets"): "add dataset",
+    ("GET", "/api/datasets/{dataset_id}"): "view dataset",
+    ("GET", "/api/datasets/{dataset_id}/items"): "view dataset item",
+    ("POST", "/api/datasets/{dataset_id}/items"): "add dataset item",
+    ("PATCH", "/api/datasets/{dataset_id}/items/{item_id}"): "change dataset item",
+    ("GET", "/api/datasets/{dataset_id}/export"): "view dataset",
+    ("GET", "/api/datasets/{dataset_id}/card"): "view dataset",
+}
 
 
 def fill(text: str, world: World) -> str:
@@ -321,11 +400,15 @@ def assert_outcome(response: Any, expected: int | str, path: str) -> None:
         assert response.status_code == expected, (path, response.content[:300])
 
 
+def body_of(response: Any) -> bytes:
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
 def assert_no_secret(response: Any, role: str) -> None:
-    """Nobody but alice and staff ever sees alice's data, whatever the status."""
-    if role in ("alice", "staff"):
+    """Nobody but alice and staff who may view sessions sees alice's data, whatever the status."""
+    if role in READERS:
         return
-    body = b"".join(response.streaming_content) if response.streaming else response.content
+    body = body_of(response)
     for secret in SECRETS:
         assert secret.encode() not in body, (role, secret)
 
@@ -343,11 +426,16 @@ def page_request(world: World, role: str, case: Case) -> Any:
     )
 
 
+def expected(case: Case, role: str, world: World) -> int | str:
+    answer = case.expect[role]
+    return fill(answer, world) if isinstance(answer, str) else answer
+
+
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("case", PAGES + ADMIN_SITE + ADMIN_MODELS, ids=lambda c: c.id)
 def test_pages(world, role, case, upstream):
     path, response = page_request(world, role, case)
-    assert_outcome(response, case.expect[role], path)
+    assert_outcome(response, expected(case, role, world), path)
     assert_no_secret(response, role)
     if response.get("Content-Type", "").startswith("text/html") and response.status_code == 200:
         assert "script-src 'self'" in response["Content-Security-Policy"], path
@@ -386,10 +474,28 @@ def test_async_api(world, role, case, upstream):
 
 def check_api(world: World, role: str, case: Case) -> None:
     path, response = api_request(world, role, case)
-    assert_outcome(response, case.expect[role], path)
+    answer = case.expect[role]
+    assert_outcome(response, answer, path)
     assert_no_secret(response, role)
-    if case.expect[role] in (401, 403, 404):
+    if answer in (401, 403, 404):
         assert set(json.loads(response.content)) == {"detail"}, response.content
+    right = RIGHTS.get((case.method, case.route))
+    if answer == 403 and right:
+        assert json.loads(response.content)["detail"] == f"You need the “{right}” permission."
+
+
+def test_every_refusal_names_its_permission():
+    """Each 403 of the API above is a missing permission, named in RIGHTS, except the owner's
+    own right to speak in a session."""
+    refused = {(c.method, c.route) for c in API if 403 in c.expect.values()}
+    assert refused - set(RIGHTS) == {("POST", "/api/runs")}
+
+
+@pytest.mark.parametrize("role", ROLES[1:])
+def test_metrics_count_everyones_calls_only_for_staff_who_may_view_model_calls(world, role):
+    _, response = api_request(world, role, Case("GET", "/api/metrics", {}, {"group_by": "user"}))
+    keys = [row["key"] for row in response.json()["data"]]
+    assert keys == {"bob": []}.get(role, ["alice"])  # only alice has talked to the model
 
 
 # -- coverage: no route without its line ---------------------------------------------------------
@@ -431,37 +537,45 @@ def test_every_route_is_in_the_matrix():
 # -- the chat socket -----------------------------------------------------------------------------
 
 NOT_FOUND = "That chat was not found."
+OWNER_ONLY = "Only the owner of a session can run in it."
+CHANGE_RUN = "You need the “change run” permission."
 PROBE = "Unknown action."  # the answer to a frame sent after each action: what came first
-SHOWN, RAN, QUIET, REFUSED = "shows the answer", "starts a run", "says nothing", "not found"
+SHOWN, RAN, QUIET = "shows the answer", "starts a run", "says nothing"
 
 
 @dataclass(frozen=True)
 class SocketCase:
+    """One frame; each role's answer is SHOWN, RAN, QUIET or the notice refusing it."""
+
     action: str
     frame: Callable[[World], dict[str, Any]]
     expect: dict[str, str]
+
+
+def socket_roles(alice: str, bob: str, support: str, manager: str, superuser: str) -> dict:
+    return dict(zip(ROLES[1:], (alice, bob, support, manager, superuser), strict=True))
 
 
 SOCKET = [
     SocketCase(
         "watch",
         lambda w: {"session_id": str(w.session.pk)},
-        {"alice": SHOWN, "bob": REFUSED, "staff": SHOWN},
+        socket_roles(SHOWN, NOT_FOUND, SHOWN, SHOWN, SHOWN),
     ),
     SocketCase(
         "send",
         lambda w: {"session_id": str(w.session.pk), "input": "one more"},
-        {"alice": RAN, "bob": REFUSED, "staff": REFUSED},
+        socket_roles(RAN, NOT_FOUND, OWNER_ONLY, OWNER_ONLY, OWNER_ONLY),
     ),
     SocketCase(
-        "stop",  # a finished run: nothing to stop
+        "stop",  # a finished run: nothing to stop, for those who may stop it
         lambda w: {"run_id": str(w.run.pk)},
-        {"alice": QUIET, "bob": REFUSED, "staff": QUIET},
+        socket_roles(QUIET, NOT_FOUND, CHANGE_RUN, QUIET, QUIET),
     ),
     SocketCase(
-        "regenerate",
+        "regenerate",  # only the owner's: a new answer speaks for whoever asked
         lambda w: {"run_id": str(w.run.pk)},
-        {"alice": RAN, "bob": REFUSED, "staff": REFUSED},
+        socket_roles(RAN, NOT_FOUND, NOT_FOUND, NOT_FOUND, NOT_FOUND),
     ),
 ]
 
@@ -483,19 +597,21 @@ async def test_socket(world, role, case, upstream):
     await tab.send(action="no-such-action")
     runs = Run.objects.filter(session=world.session)
     expected = case.expect[role]
-    if expected == REFUSED:
-        assert NOT_FOUND in await tab.ws.receive_from(timeout=10)
-        await tab.until(PROBE)
-        assert not any(secret in frame for frame in tab.frames for secret in SECRETS)
-        assert await runs.acount() == 1
-    elif expected == QUIET:
+    if expected == QUIET:
         assert PROBE in await tab.ws.receive_from(timeout=10)
     elif expected == SHOWN:
         await tab.until(SECRETS[2])
-    else:
+    elif expected == RAN:
         await until(
             lambda: _count_is(runs.filter(status="COMPLETED"), 2), "the second run did not end"
         )
+    else:  # refused with this notice, and nothing done
+        assert expected in await tab.ws.receive_from(timeout=10)
+        await tab.until(PROBE)
+        if role not in READERS:
+            assert not any(secret in frame for frame in tab.frames for secret in SECRETS)
+        assert await runs.acount() == 1
+        assert await runs.filter(status="COMPLETED", cancel_requested=False).acount() == 1
     await tab.close()
 
 

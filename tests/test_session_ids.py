@@ -17,6 +17,7 @@ from sessions_app.services.sessions import create_session
 from testkit.upstream import Reply
 from tests.apiclient import api_client, asgi_client, stored_run
 from tests.asgiclient import ASGIClient
+from tests.roles import grant
 from tests.test_consumer import open_tab
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -143,6 +144,7 @@ def test_a_dataset_takes_a_session_by_its_chosen_id(django_user_model, alice, ag
     session = Session.objects.create(session_id="fixed_id_for_demo", user=alice, agent=agent)
     stored_run(session, "question", "answer")
     staff = django_user_model.objects.create_user("boss", password="boss-pass-123", is_staff=True)
+    grant(staff, "view_session", "add_datasetitem", "view_datasetitem")
     dataset = Dataset.objects.create(name="demos")
     client = api_client(staff)
     added = post_json(

@@ -22,8 +22,8 @@ from datasets_app.models import Dataset, DatasetItem, ItemSource, ItemStatus
 from datasets_app.services import collect
 from sessions_app.admin import display
 from sessions_app.models import Run, Session
+from sessions_app.services.permissions import staff_may
 
-PERMISSION = "datasets_app.add_datasetitem"
 # One action adds at most this many; running it again carries on, since those already in the
 # dataset are set aside with one query.
 COLLECT_LIMIT = 500
@@ -56,7 +56,11 @@ class CollectPermission:
     dataset items."""
 
     def has_collect_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(PERMISSION)
+        return may_collect(request.user)
+
+
+def may_collect(user: Any) -> bool:
+    return staff_may(user, "add", DatasetItem)
 
 
 @dataclass
@@ -187,7 +191,7 @@ def _back(request: HttpRequest, obj: Model | None) -> HttpResponse:
 @require_POST
 def collect_view(request: HttpRequest) -> HttpResponse:
     """One run or one whole session into a dataset, from its page; back there with a word."""
-    if not request.user.has_perm(PERMISSION):
+    if not may_collect(request.user):
         raise PermissionDenied
     form = CollectOneForm(request.POST)
     if not form.is_valid():
@@ -197,10 +201,7 @@ def collect_view(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     obj = data["run"] or data["session"]
     kind = obj._meta.model_name
-    if not (
-        request.user.has_perm(f"sessions_app.view_{kind}")
-        or request.user.has_perm(f"sessions_app.change_{kind}")
-    ):
+    if not staff_may(request.user, "view", type(obj)):
         raise PermissionDenied
     dataset = data["dataset"]
     try:

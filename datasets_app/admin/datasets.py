@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 from datasets_app import export
 from datasets_app.admin import counts
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemStatus, Split
-from datasets_app.services import feeds
+from datasets_app.services import catalog, feeds
 from sessions_app.admin import display
 from sessions_app.admin.base import total_per_row
 
@@ -183,12 +183,10 @@ class DatasetAdmin(admin.ModelAdmin):
 
     def _exported(self, request: HttpRequest, dataset_id: Any, answer: Any) -> HttpResponse:
         """The download when its options are valid, else back to the dataset's page with why."""
-        dataset = get_object_or_404(Dataset, pk=dataset_id)
-        may_read_items = request.user.has_perm("datasets_app.view_datasetitem") or (
-            request.user.has_perm("datasets_app.change_datasetitem")
-        )
-        if not (self.has_view_or_change_permission(request, dataset) and may_read_items):
+        # The same rights as the API's download, decided in the same place.
+        if not catalog.may(request.user, catalog.EXPORT):
             raise PermissionDenied
+        dataset = get_object_or_404(Dataset, pk=dataset_id)
         form = ExportForm(request.GET)
         if form.is_valid():
             data = form.cleaned_data

@@ -8,14 +8,14 @@ from typing import Any
 from django.http import HttpRequest
 from django.urls import reverse
 
-from datasets_app.admin.collect import PERMISSION, no_dataset_context
+from datasets_app.admin.collect import may_collect, no_dataset_context
 from datasets_app.admin.examples import examples_by_run
 from datasets_app.models import Dataset
 from sessions_app.models import Run
 
 
 def _collect(request: HttpRequest, runs: list[Run]) -> dict[str, Any]:
-    if not request.user.has_perm(PERMISSION):
+    if not may_collect(request.user):
         return {"allowed": False}
     datasets = list(Dataset.objects.only("dataset_id", "name"))
     return {

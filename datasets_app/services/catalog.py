@@ -1,5 +1,6 @@
 """Datasets as staff manage them: the access gate, creating one, counting its items, and the
-reviewer's changes to an item."""
+reviewer's changes to an item. Every door asks for the admin's permissions on datasets and their
+items (services.permissions); someone without the right gets PermissionDenied naming it."""
 
 from __future__ import annotations
 
@@ -7,15 +8,15 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Count, DateTimeField, F, QuerySet, Value, When
+from django.db.models import Case, Count, DateTimeField, F, Model, QuerySet, Value, When
 from django.utils import timezone
 
 from datasets_app.models import Dataset, DatasetItem, ItemStatus, Split
 from datasets_app.services import collect, snapshot
 from sessions_app.models import User
 from sessions_app.services.access import NotFound, get_run_for_user, get_session_for_user
+from sessions_app.services.permissions import Action, require, staff_may
 
 COUNT_KEYS = (*ItemStatus.values, *Split.values, "total")
 ITEM_CHANGES = frozenset({"status", "split", "corrected_answer", "use_weights"})
@@ -23,13 +24,26 @@ ITEM_CHANGES = frozenset({"status", "split", "corrected_answer", "use_weights"})
 BULK_CHANGES = ITEM_CHANGES - {"corrected_answer"}
 
 
+Rights = tuple[tuple[Action, type[Model]], ...]
+READ: Rights = (("view", Dataset),)
+READ_ITEMS: Rights = (("view", DatasetItem),)
+ADD_ITEMS: Rights = (("add", DatasetItem),)
+CHANGE_ITEMS: Rights = (("change", DatasetItem),)
+# What the admin's download asks: the dataset and its items, each viewed (or changed).
+EXPORT: Rights = (("view", Dataset), ("view", DatasetItem))
+
+
 class NameTaken(ValueError):
     """Another dataset has this name already."""
 
 
-def require_staff(user: User) -> None:
-    if not user.is_staff:
-        raise PermissionDenied("Only staff can manage datasets.")
+def may(user: User, rights: Rights) -> bool:
+    return all(staff_may(user, action, model) for action, model in rights)
+
+
+def _require(user: User, rights: Rights) -> None:
+    for action, model in rights:
+        require(user, action, model)
 
 
 def _uuid(value: Any) -> uuid.UUID:
@@ -40,20 +54,23 @@ def _uuid(value: Any) -> uuid.UUID:
 
 
 def datasets_for_user(user: User) -> QuerySet[Dataset]:
-    require_staff(user)
+    _require(user, READ)
     return Dataset.objects.all()
 
 
-def get_dataset_for_user(user: User, dataset_id: Any) -> Dataset:
-    """The one gate to a dataset: staff only (403 for anyone else), NotFound when missing."""
+def get_dataset_for_user(user: User, dataset_id: Any, rights: Rights = READ) -> Dataset:
+    """The one gate to a dataset: the `rights` first (PermissionDenied naming the one missing,
+    whether or not the dataset exists, as in the admin), then NotFound when missing."""
+    _require(user, rights)
     try:
-        return datasets_for_user(user).get(pk=_uuid(dataset_id))
+        return Dataset.objects.get(pk=_uuid(dataset_id))
     except Dataset.DoesNotExist as exc:
         raise NotFound from exc
 
 
 def get_item_for_user(user: User, dataset_id: Any, item_id: Any) -> DatasetItem:
-    dataset = get_dataset_for_user(user, dataset_id)
+    """An item to review: that takes the right to change items."""
+    dataset = get_dataset_for_user(user, dataset_id, CHANGE_ITEMS)
     try:
         return DatasetItem.objects.select_related("dataset").get(dataset=dataset, pk=_uuid(item_id))
     except DatasetItem.DoesNotExist as exc:
@@ -68,7 +85,7 @@ def create_dataset(
     validation_percent: int = 10,
     test_percent: int = 10,
 ) -> Dataset:
-    require_staff(user)
+    require(user, "add", Dataset)
     if validation_percent + test_percent > 100:
         raise ValueError("validation_percent and test_percent together must not exceed 100.")
     dataset = Dataset(
@@ -167,7 +184,7 @@ def items_for_user(
     split: str | None = None,
     source: str | None = None,
 ) -> QuerySet[DatasetItem]:
-    dataset = get_dataset_for_user(user, dataset_id)
+    dataset = get_dataset_for_user(user, dataset_id, READ_ITEMS)
     wanted = {"status": status, "split": split, "source": source}
     return DatasetItem.objects.filter(
         dataset=dataset, **{k: v for k, v in wanted.items() if v is not None}
@@ -184,10 +201,12 @@ def add_items(
     split: str | None = None,
     use_weights: bool = False,
 ) -> list[DatasetItem]:
-    """A run (with its preference pair, if it has one) or a whole session, as staff add them."""
+    """A run (with its preference pair, if it has one) or a whole session, as staff add them:
+    as in the admin, that takes adding items and viewing the run or session (one's own
+    aside)."""
     if (run_id is None) == (session_id is None):
         raise ValueError("Give exactly one of run_id and session_id.")
-    dataset = get_dataset_for_user(user, dataset_id)
+    dataset = get_dataset_for_user(user, dataset_id, ADD_ITEMS)
     how = {"by": user, "status": status, "split": split, "use_weights": use_weights}
     if run_id is not None:
         return collect.add_run(dataset, get_run_for_user(user, run_id), **how)

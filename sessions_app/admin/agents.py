@@ -31,14 +31,15 @@ class AgentForm(forms.ModelForm):
     """The admin's own form (its fields come from AgentAdmin's fieldsets): the few-shot dataset
     checked for rules that skip review, the state's size limit."""
 
-    class Meta:
-        model = Agent
-        # The admin narrows this to its fieldsets; naming fewer here would hide the others.
-        fields = "__all__"
-        help_texts = {
-            "fewshot_dataset": "Its accepted items are shown to everyone who chats with this "
-            "agent. A dataset with a rule that adds items as accepted is refused.",
-        }
+    # No Meta: the admin builds the form from its fieldsets, and any fields named here would
+    # replace them.
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "fewshot_dataset" in self.fields:
+            self.fields["fewshot_dataset"].help_text = (
+                "Its accepted items are shown to everyone who chats with this agent. A dataset "
+                "with a rule that adds items as accepted is refused."
+            )
 
     def clean_fewshot_dataset(self) -> Dataset | None:
         dataset: Dataset | None = self.cleaned_data["fewshot_dataset"]

@@ -46,10 +46,11 @@ from sessions_app.services import feedback, metrics
 from sessions_app.services import sessions as session_service
 from sessions_app.services.access import get_agent_for_user, get_run_for_user, get_session_for_user
 
-# What any authenticated call may answer besides success; writes add 400 (a body that is not
-# JSON) and 403 (CSRF, staff only).
-READ_ERRORS: dict[int, Any] = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
-WRITE_ERRORS: dict[int, Any] = {**READ_ERRORS, 400: ErrorOut, 403: ErrorOut}
+# What any authenticated call may answer besides success: 403 is a staff member without the
+# permission the call needs (or, on writes, a missing CSRF token); writes add 400 (a body that
+# is not JSON).
+READ_ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+WRITE_ERRORS: dict[int, Any] = {**READ_ERRORS, 400: ErrorOut}
 # Writes of session state or metadata: over PARLEY_MAX_STATE_BYTES, 413.
 STATE_WRITE_ERRORS: dict[int, Any] = {**WRITE_ERRORS, 413: ErrorOut}
 
@@ -74,8 +75,9 @@ def list_agents(request: HttpRequest, query: Query[AgentListQuery]) -> dict[str,
 
 @agents_router.post("", response={201: AgentOut, 409: ErrorOut, **STATE_WRITE_ERRORS})
 def create_agent(request: HttpRequest, payload: AgentIn) -> Status[Any]:
-    """Staff only. 409 when `fewshot_dataset_id` names a dataset with a rule that adds items as
-    accepted without review: the agent's examples are shown to everyone who chats with it."""
+    """Staff with the “add agent” permission. 409 when `fewshot_dataset_id` names a dataset
+    with a rule that adds items as accepted without review: the agent's examples are shown to
+    everyone who chats with it."""
     return Status(201, agent_service.create_agent(_user(request), **payload.model_dump()))
 
 
@@ -86,8 +88,9 @@ def get_agent(request: HttpRequest, agent_id: uuid.UUID) -> Any:
 
 @agents_router.patch("/{agent_id}", response={200: AgentOut, 409: ErrorOut, **STATE_WRITE_ERRORS})
 def update_agent(request: HttpRequest, agent_id: uuid.UUID, payload: AgentPatch) -> Any:
-    """Staff only. Only the fields sent are changed; 409 for a few-shot dataset with a rule
-    that adds items as accepted without review, as when creating one."""
+    """Staff with the “change agent” permission. Only the fields sent are changed; 409 for a
+    few-shot dataset with a rule that adds items as accepted without review, as when creating
+    one."""
     changes = payload.model_dump(exclude_unset=True)
     return agent_service.update_agent(_user(request), agent_id, **changes)
 
@@ -103,8 +106,9 @@ SESSION_ORDERINGS = {
 
 @sessions_router.get("", response={200: SessionList, **READ_ERRORS})
 def list_sessions(request: HttpRequest, query: Query[SessionListQuery]) -> dict[str, Any]:
-    """One's own sessions. Staff may pass another `user_id` (a username); for anyone else
-    `user_id` is ignored and the list stays their own."""
+    """One's own sessions. Staff with the “view session” permission may pass another `user_id`
+    (a username); for anyone else who is not staff `user_id` is ignored and the list stays
+    their own."""
     sessions = session_service.list_sessions(
         _user(request),
         agent_id=query.agent_id,
@@ -135,14 +139,16 @@ def get_session(request: HttpRequest, session_id: str) -> Any:
 
 @sessions_router.patch("/{session_id}", response={200: SessionOut, **STATE_WRITE_ERRORS})
 def update_session(request: HttpRequest, session_id: str, payload: SessionPatch) -> Any:
-    """Change `session_name`, `session_state` or `metadata`; only the fields sent."""
+    """Change `session_name`, `session_state` or `metadata`; only the fields sent. Another's
+    session takes the “change session” permission."""
     changes = payload.model_dump(exclude_unset=True)
     return session_service.update_session(_user(request), session_id, **changes)
 
 
 @sessions_router.delete("/{session_id}", response={204: None, 409: ErrorOut, **WRITE_ERRORS})
 def delete_session(request: HttpRequest, session_id: str) -> Status[None]:
-    """409 while a run is in progress in it: cancel that first."""
+    """409 while a run is in progress in it: cancel that first. Another's session takes the
+    “delete session” permission."""
     session_service.delete_session(_user(request), session_id)
     return Status(204, None)
 
@@ -221,7 +227,7 @@ def get_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
 @runs_router.post("/{run_id}/cancel", response={200: RunOut, **WRITE_ERRORS})
 async def cancel_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
     """Stop a run; answers the run as it now stands (CANCELLED once stopped, or unchanged if it
-    had already finished)."""
+    had already finished). Another's run takes the “change run” permission."""
     return await engine.cancel_run(_user(request), run_id)
 
 
@@ -237,7 +243,7 @@ def rate_run(request: HttpRequest, run_id: uuid.UUID, payload: FeedbackIn) -> An
 @metrics_router.get("", response={200: MetricsOut, **READ_ERRORS})
 def get_metrics(request: HttpRequest, query: Query[MetricsQuery]) -> dict[str, Any]:
     """Totals and p50/p95 timings of model calls, per day, model, agent or user. Everyone sees
-    their own calls; staff see everyone's."""
+    their own calls; staff with the “view llm call” permission see everyone's."""
     start = query.start if query.start is not None else metrics.default_start(query.end)
     calls = metrics.calls_in_range(_user(request), start, query.end)
     return {

@@ -15,8 +15,9 @@ from sessions_app.services.access import get_run_for_user
 
 async def cancel_run(user: User, run_id: Any) -> Run:
     """At once when it streams in this process, else at its process's next checkpoint or
-    heartbeat (or now, when that process is gone). The run as it then stands, its user loaded."""
-    run = await database_sync_to_async(get_run_for_user)(user, run_id)
+    heartbeat (or now, when that process is gone). The run as it then stands, its user loaded.
+    Another's run takes the right to change runs."""
+    run = await database_sync_to_async(get_run_for_user)(user, run_id, "change")
     task = registry.cancel_local(run.run_id)
     if task is not None:
         await asyncio.shield(asyncio.wait([task]))

@@ -1,11 +1,10 @@
-"""Agent configs: shared by everyone signed in, created and changed by staff only."""
+"""Agent configs: shared by everyone signed in, created and changed by staff with the right."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
 
@@ -14,6 +13,7 @@ from datasets_app.services import feeds
 from sessions_app.models import Agent, User
 from sessions_app.services import statesize
 from sessions_app.services.access import NotFound, agents_for_user, get_agent_for_user
+from sessions_app.services.permissions import require
 
 EDITABLE_FIELDS = frozenset(
     {
@@ -35,11 +35,6 @@ EDITABLE_FIELDS = frozenset(
         "fewshot_order",
     }
 )
-
-
-def _require_staff(user: User) -> None:
-    if not user.is_staff:
-        raise PermissionDenied("Only staff can create or change agents.")
 
 
 def _check_fields(values: dict[str, Any]) -> None:
@@ -65,7 +60,7 @@ def list_agents(user: User) -> QuerySet[Agent]:
 
 
 def create_agent(user: User, **values: Any) -> Agent:
-    _require_staff(user)
+    require(user, "add", Agent)
     _check_fields(values)
     # An agent without a model talks to whatever the deployment configured.
     values["model"] = (values.get("model") or "").strip() or settings.LLM_MODEL
@@ -74,7 +69,7 @@ def create_agent(user: User, **values: Any) -> Agent:
 
 
 def update_agent(user: User, agent_id: Any, **changes: Any) -> Agent:
-    _require_staff(user)
+    require(user, "change", Agent)
     _check_fields(changes)
     if "model" in changes:
         changes["model"] = (changes["model"] or "").strip() or settings.LLM_MODEL

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from sessions_app.models import LLMCall, User
 from sessions_app.services.percentiles import percentiles
+from sessions_app.services.permissions import staff_may
 
 GroupBy = Literal["day", "model", "agent", "user"]
 DEFAULT_DAYS = 30
@@ -32,11 +33,14 @@ def default_start(end: date | datetime | None) -> date | datetime | None:
 def calls_in_range(
     user: User, start: date | datetime | None, end: date | datetime | None
 ) -> QuerySet[LLMCall]:
-    """The calls `user` may count (staff: everyone's), within start..end inclusive.
+    """The calls `user` may count (their own; everyone's for staff who may view model calls),
+    within start..end inclusive.
 
     A bare date means the whole calendar day (UTC), so end=2025-01-31 includes that day.
     """
-    calls = LLMCall.objects.all() if user.is_staff else LLMCall.objects.filter(user=user)
+    calls = LLMCall.objects.all()
+    if not staff_may(user, "view", LLMCall):
+        calls = calls.filter(user=user)
     if start is not None:
         calls = _bound(calls, start, "gte")
     if end is not None:

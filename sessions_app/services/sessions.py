@@ -49,13 +49,9 @@ def list_sessions(
     search: str | None = None,
     owner: str | None = None,
 ) -> QuerySet[Session]:
-    """The sessions `user` may see, newest activity first. `owner` (a username) is for staff."""
-    sessions = sessions_for_user(user).select_related("agent", "user")
-    # Everyone's list is their own; staff may ask for another user's by username.
-    if user.is_staff and owner:
-        sessions = sessions.filter(user__username=owner)
-    else:
-        sessions = sessions.filter(user=user)
+    """The sessions `user` may see, newest activity first. `owner` (a username) is for staff
+    who may view sessions."""
+    sessions = sessions_for_user(user, owner).select_related("agent", "user")
     if agent_id:
         sessions = sessions.filter(agent_id=agent_id)
     if session_name:
@@ -102,13 +98,14 @@ def create_session(
 
 
 def update_session(user: User, session_id: Any, **changes: Any) -> Session:
-    """Change `session_name`, `session_state` or `metadata` of one's own session."""
+    """Change `session_name`, `session_state` or `metadata` of one's own session (or, for staff
+    who may change sessions, anyone's)."""
     allowed = {"session_name", "session_state", "metadata"}
     unknown = set(changes) - allowed
     if unknown:
         raise ValueError(f"Cannot change {', '.join(sorted(unknown))}.")
     with transaction.atomic():
-        session = get_session_for_user(user, session_id)
+        session = get_session_for_user(user, session_id, "change")
         fields = [*changes, "updated_at"]
         for name, value in changes.items():
             if name == "session_name":
@@ -127,7 +124,7 @@ def update_session(user: User, session_id: Any, **changes: Any) -> Session:
 
 def delete_session(user: User, session_id: Any) -> None:
     with transaction.atomic():
-        session = get_session_for_user(user, session_id)
+        session = get_session_for_user(user, session_id, "delete")
         if Run.objects.filter(session=session, status__in=ACTIVE_STATUSES).exists():
             raise SessionBusy("Stop the answer in progress before deleting this session.")
         session.delete()

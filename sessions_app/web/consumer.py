@@ -125,8 +125,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await handler(frame)
         except accounts.Inactive:
             await self.end(signout.DEACTIVATED)
-        except (NotFound, PermissionDenied):
+        except NotFound:
             await self.notice("That chat was not found.")
+        except PermissionDenied as exc:  # staff without the right, or not the session's owner
+            await self.notice(str(exc) or "You may not do that here.")
         except engine.RunConflict:
             await self.notice("An answer is already in progress in this chat.")
         except engine.InputError as exc:

@@ -22,6 +22,7 @@ from sessions_app.llm import probe
 from sessions_app.models import Agent, Session
 from sessions_app.services import feedback, sessions, statesize
 from sessions_app.services.access import NotFound, get_session_for_user
+from sessions_app.services.permissions import Action
 from sessions_app.web.rendering import render_session_item, run_view, tools_by_run
 
 SIDEBAR_PAGE_SIZE = 30
@@ -63,9 +64,11 @@ async def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse(body, status=200 if db_ok and layer_ok else 503)
 
 
-def _session_or_404(request: HttpRequest, session_id: str) -> Session:
+def _session_or_404(request: HttpRequest, session_id: str, action: Action = "view") -> Session:
+    """The session to `action`; someone else's is a 404, or a 403 (Django's PermissionDenied)
+    for staff without the right."""
     try:
-        return get_session_for_user(request.user, session_id)
+        return get_session_for_user(request.user, session_id, action)
     except NotFound as exc:
         raise Http404("No such chat.") from exc
 
@@ -215,7 +218,7 @@ def session_settings(request: HttpRequest, session_id: str) -> HttpResponse:
 @login_required
 @require_POST
 def session_state(request: HttpRequest, session_id: str) -> HttpResponse:
-    session = _session_or_404(request, session_id)
+    session = _session_or_404(request, session_id, "change")
     raw = request.POST.get("session_state", "")
     try:
         state = json.loads(raw) if raw.strip() else {}
