@@ -93,8 +93,8 @@ def test_the_chat_pages_state_form_refuses_too_large_state(alice, agent):
     assert session.session_state == SMALL
 
 
-def test_an_agents_state_over_the_limit_answers_413(staff, agent):
-    client = api_client(staff)
+def test_an_agents_state_over_the_limit_answers_413(manager, agent):
+    client = api_client(manager)
     created = send(client, "POST", "/api/agents", {"name": "Big", "session_state": BIG})
     assert created.status_code == 413
     assert created.json() == {"detail": f"session_state {TOO_LARGE}"}
