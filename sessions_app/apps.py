@@ -9,3 +9,6 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from sessions_app import checks  # noqa: F401  (registers the system checks)
+        from sessions_app.services import deleted
+
+        deleted.connect()
