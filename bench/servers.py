@@ -147,6 +147,7 @@ class Stack:
             SECRET_KEY=self.secret,
             SECURE_COOKIES="false",
             PARLEY_RUNS_PER_MINUTE="0",
+            PARLEY_SESSIONS_PER_MINUTE="0",
             # Titles are a background model call per new session: not part of relaying a run,
             # and neither reference makes one.
             PARLEY_GENERATE_TITLES="false",

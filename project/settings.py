@@ -229,6 +229,9 @@ PARLEY_GENERATE_TITLES = envbool("PARLEY_GENERATE_TITLES", "True")
 PARLEY_SIGNUP_ENABLED = envbool("PARLEY_SIGNUP_ENABLED", "True")
 # Runs a user may start per minute (REST API and WebSocket alike); 0 turns the limit off.
 PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
+# New sessions a user may start per minute (POST /api/sessions, a run without a session, a new
+# chat); 0 turns the limit off.
+PARLEY_SESSIONS_PER_MINUTE = envint("PARLEY_SESSIONS_PER_MINUTE", 30)
 # Processes serving Parley: `serve`'s default for --workers (more than one needs REDIS_URL).
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
 # The nginx that `serve --workers N` runs in front of them; unset, nginx on PATH or in /usr/sbin.

@@ -331,13 +331,25 @@ class CallKind(models.TextChoices):
     TITLE = "title"
 
 
-class LLMCall(TokenMetrics):
-    """One request to a model; every token and timing total is summed from these rows."""
+def KEEP_USAGE(collector: Any, field: models.Field, sub_objs: Any, using: str) -> None:
+    """on_delete of a model call's run and session: the call stays, so its tokens and cost stay
+    counted, but loses its link and the conversation's text (what it was sent, its error)."""
+    collector.add_field_update(field, None, sub_objs)
+    for name, blank in (("sent_messages", None), ("error", "")):
+        collector.add_field_update(field.model._meta.get_field(name), blank, sub_objs)
 
-    run = models.ForeignKey(Run, null=True, on_delete=models.CASCADE, related_name="llm_calls")
-    session = models.ForeignKey(
-        Session, null=True, on_delete=models.CASCADE, related_name="llm_calls"
-    )
+
+KEEP_USAGE.lazy_sub_objs = True  # type: ignore[attr-defined]  # as SET_NULL: no rows fetched
+
+
+class LLMCall(TokenMetrics):
+    """One request to a model; every token and timing total is summed from these rows. A call
+    outlives its session and run (KEEP_USAGE): deleting a conversation leaves its usage."""
+
+    run = models.ForeignKey(Run, null=True, on_delete=KEEP_USAGE, related_name="llm_calls")
+    # The run's id as a plain value, kept when the run is deleted: runs are counted from it.
+    run_uuid = models.UUIDField(null=True, blank=True, editable=False)
+    session = models.ForeignKey(Session, null=True, on_delete=KEEP_USAGE, related_name="llm_calls")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, null=True, on_delete=models.SET_NULL, related_name="+")
     kind = models.CharField(max_length=10, choices=CallKind.choices, default=CallKind.CHAT)
@@ -356,6 +368,12 @@ class LLMCall(TokenMetrics):
 
     def __str__(self) -> str:
         return f"{self.kind} call to {self.model}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Bulk inserts set it themselves (accounting.call_row).
+        if self.run_uuid is None:
+            self.run_uuid = self.run_id
+        super().save(*args, **kwargs)
 
 
 class ApiToken(models.Model):
@@ -394,6 +412,21 @@ class LoginFailure(models.Model):
 
     def __str__(self) -> str:
         return f"failed sign-in as {self.username!r} from {self.address or '?'}"
+
+
+class DeletedSession(models.Model):
+    """A session deleted within an hour of being made: the limit on new sessions per minute
+    still counts it (services.ratelimit), so deleting gives no allowance back. Older rows are
+    of no use to the limit and are pruned now and then."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "created_at"], name="deletedsession_user_time")]
+
+    def __str__(self) -> str:
+        return f"session of user {self.user_id} made at {self.created_at:%Y-%m-%d %H:%M:%S}"
 
 
 # Daily rollups: per-UTC-day sums of runs and calls, made once a day is closed (nothing about it
@@ -481,3 +514,35 @@ class LatencyDay(_DayRow):
         constraints = [
             models.UniqueConstraint(fields=["day", "field", "bucket"], name="latency_day_unique")
         ]
+
+
+class DeletedRun(models.Model):
+    """What the usage figures count of a run that was deleted (alone or with its session): when
+    it started, how it ended and how it was rated, without a word of it. Written as the run is
+    deleted (services.deleted_runs); the dashboard and the rollups count these beside the runs."""
+
+    run_id = models.UUIDField(primary_key=True, editable=False)
+    session_id = models.CharField(max_length=SESSION_ID_MAX_LENGTH)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    agent = _unchecked(Agent)
+    model = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=12, choices=RunStatus.choices)
+    created_at = models.DateTimeField()
+    feedback_rating = models.SmallIntegerField(null=True, blank=True)
+    feedback_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["created_at"], name="deletedrun_created"),
+            # The limit on runs per minute counts a user's latest.
+            models.Index(fields=["user", "created_at"], name="deletedrun_user_time"),
+            models.Index(
+                fields=["feedback_at"],
+                condition=Q(feedback_at__isnull=False),
+                name="deletedrun_feedback_at",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"deleted run {self.run_id}"

@@ -76,7 +76,8 @@ def _even(value: str) -> bool:
 
 @pytest.fixture
 def real_ids(staff, upstream, settings) -> RealIds:
-    settings.PARLEY_RUNS_PER_MINUTE = 0  # generated runs would hit the limit: 429 is tested apart
+    # Generated runs and sessions would hit the limits: 429 is tested apart.
+    settings.PARLEY_RUNS_PER_MINUTE = settings.PARLEY_SESSIONS_PER_MINUTE = 0
     settings.LLM_READ_TIMEOUT = 5.0
     return RealIds(staff, default_agent())
 

@@ -118,9 +118,12 @@ def list_sessions(request: HttpRequest, query: Query[SessionListQuery]) -> dict[
     return paginate(sessions, query, SESSION_ORDERINGS, shape=session_service.with_metrics)
 
 
-@sessions_router.post("", response={201: SessionOut, 409: ErrorOut, **STATE_WRITE_ERRORS})
+@sessions_router.post(
+    "", response={201: SessionOut, 409: ErrorOut, 429: ErrorOut, **STATE_WRITE_ERRORS}
+)
 def create_session(request: HttpRequest, payload: SessionIn) -> Status[Any]:
-    """A new session; `session_id` may be chosen by the caller, 409 when one has it already."""
+    """A new session; `session_id` may be chosen by the caller, 409 when one has it already,
+    429 beyond PARLEY_SESSIONS_PER_MINUTE."""
     session = session_service.create_session(
         _user(request),
         agent_id=payload.agent_id,

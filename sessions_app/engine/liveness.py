@@ -29,6 +29,7 @@ from sessions_app.engine.registry import registry
 from sessions_app.events import publish_session
 from sessions_app.models import ACTIVE_STATUSES, Message, Role, Run, RunStatus
 from sessions_app.process import HOSTNAME, WORKER_ID, being_cancelled
+from sessions_app.services import ratelimit
 
 log = logging.getLogger("parley.runs")
 T = TypeVar("T")
@@ -144,6 +145,8 @@ async def _beat(reap_now: bool) -> None:
         reaped = await _unless_failed(reap_and_announce(), "reaping stopped processes' runs failed")
         if cancelled is None or reaped is None:
             registry.heartbeat_failed_at = time.monotonic()
+        # Records of deleted sessions count for a minute only: old ones go now and then.
+        await _unless_failed(in_db_thread(ratelimit.prune)(), "pruning deleted sessions failed")
 
 
 async def _unless_failed(work: Awaitable[T], what: str) -> T | None:

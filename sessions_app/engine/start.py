@@ -56,6 +56,11 @@ class Ask:
     loop: asyncio.AbstractEventLoop  # where the model's request is sent early
 
 
+def _starts(ask: Ask) -> tuple[str, ...]:
+    """What an ask starts, as the rate limits count it: a run, and a session without one."""
+    return (ratelimit.RUN,) if ask.session_id else (ratelimit.RUN, ratelimit.SESSION)
+
+
 def validate_input(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InputError("The message is empty.")
@@ -230,9 +235,9 @@ class _Creation:
             by_user.setdefault(ask.user.pk, []).append(i)
         for indexes in by_user.values():
             user = self.asks[indexes[0]].user
-            for i, wait in zip(indexes, ratelimit.run_waits(user, len(indexes)), strict=True):
-                if wait is not None:
-                    self.outcomes[i] = ratelimit.RateLimited(wait)
+            kinds = [_starts(self.asks[i]) for i in indexes]
+            for i, refusal in zip(indexes, ratelimit.refusals(user, kinds), strict=True):
+                self.outcomes[i] = refusal
             existing = [i for i in indexes if self.outcomes[i] is None and self.asks[i].session_id]
             found = get_sessions_for_owner(user, [self.asks[i].session_id for i in existing])
             for i, session in zip(existing, found, strict=True):

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0011_agent_listed'),
+        ('sessions_app', '0012_usage_outlives_sessions'),
     ]
 
     operations = [

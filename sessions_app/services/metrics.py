@@ -71,7 +71,7 @@ def aggregate(calls: QuerySet[LLMCall], group_by: GroupBy) -> list[dict[str, Any
     grouping = _grouping(group_by)
     keyed = calls.order_by().annotate(**grouping)
     rows = keyed.values(*grouping).annotate(
-        runs=Count("run_id", distinct=True),
+        runs=Count("run_uuid", distinct=True),  # kept when a run is deleted
         calls=Count("pk"),
         errors=Count("pk", filter=Q(ok=False)),
         input_tokens=Sum("input_tokens"),

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
 from sessions_app.models import ACTIVE_STATUSES, Message, NameSource, Run, Session, User
-from sessions_app.services import statesize
+from sessions_app.services import ratelimit, statesize
 from sessions_app.services.access import (
     get_agent_for_user,
     get_session_for_user,
@@ -71,7 +71,8 @@ def create_session(
     metadata: dict[str, Any] | None = None,
     session_id: str | None = None,
 ) -> Session:
-    """A new session; `session_id` is the caller's choice of id (ids.py), else a new UUID."""
+    """A new session; `session_id` is the caller's choice of id (ids.py), else a new UUID.
+    Counted against PARLEY_SESSIONS_PER_MINUTE: RateLimited beyond it."""
     agent = get_agent_for_user(user, agent_id)
     state = {**agent.session_state, **(session_state or {})}
     statesize.check("session_state", state)
@@ -88,6 +89,7 @@ def create_session(
         session.session_id = session_id
     try:
         with transaction.atomic():
+            ratelimit.check(user, ratelimit.SESSION)
             session.save(force_insert=True)
     except IntegrityError as exc:
         # Only a clash on the chosen id is the caller's to fix; anything else is a real fault.

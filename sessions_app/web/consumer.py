@@ -135,7 +135,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.notice(exc.message)
         except ratelimit.RateLimited as exc:
             wait = f"{exc.retry_after:.0f}"
-            await self.notice(f"You are sending too fast; try again in {wait} seconds.")
+            doing = "starting new chats" if exc.kind == ratelimit.SESSION else "sending"
+            await self.notice(f"You are {doing} too fast; try again in {wait} seconds.")
         except DatabaseError as exc:
             message = outage.describe(exc)
             log.error("chat frame failed: %s", exc, exc_info=message is None)

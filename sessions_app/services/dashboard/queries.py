@@ -1,6 +1,7 @@
 """The grouped aggregates the tiles and charts are made of, over this period and the previous
 one at once: rollup rows for the rolled-up days, beside the same aggregate of the live rows
-for the rest of the range. A day is one or the other, so downstream the rows simply add up."""
+for the rest of the range. A day is one or the other, so downstream the rows simply add up.
+Runs deleted since they started count through their records (Scope.started)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from sessions_app.models import CallDay, RunDay
 from sessions_app.services.dashboard.scope import CURRENT, PREVIOUS, Scope, day
@@ -25,11 +26,15 @@ def ensure_rolled(scope: Scope) -> None:
 
 def runs_by_day(scope: Scope) -> Rows:
     """Runs started, per period, day and status."""
-    live = scope.runs(both=True, live=True).annotate(period=scope.period(), day=day())
+
+    def shape(runs: QuerySet[Any]) -> QuerySet[Any]:
+        runs = runs.annotate(period=scope.period(), day=day())
+        return runs.values("period", "day", "status").annotate(runs=Count("pk"))
+
     rolled = scope.rolled(RunDay, both=True).filter(started__gt=0)
     rolled = rolled.annotate(period=scope.rolled_period())
     return [
-        *live.values("period", "day", "status").annotate(runs=Count("pk")),
+        *scope.started(shape, both=True, live=True),
         *rolled.values("period", "day", "status").annotate(runs=Sum("started")),
     ]
 
@@ -56,9 +61,13 @@ def calls_by_day(scope: Scope) -> Rows:
 
 def feedback_by_day(scope: Scope) -> Rows:
     """Ratings given, per period, day (of the rating) and rating."""
-    live = scope.runs("feedback_at", both=True, live=True).filter(feedback_rating__isnull=False)
-    live = live.annotate(period=scope.period("feedback_at"), day=day("feedback_at"))
-    rows = list(live.values("period", "day", "feedback_rating").annotate(runs=Count("pk")))
+
+    def shape(runs: QuerySet[Any]) -> QuerySet[Any]:
+        runs = runs.filter(feedback_rating__isnull=False)
+        runs = runs.annotate(period=scope.period("feedback_at"), day=day("feedback_at"))
+        return runs.values("period", "day", "feedback_rating").annotate(runs=Count("pk"))
+
+    rows = list(scope.started(shape, "feedback_at", both=True, live=True))
     rolled = scope.rolled(RunDay, both=True).filter(Q(rated_up__gt=0) | Q(rated_down__gt=0))
     rolled = rolled.annotate(period=scope.rolled_period()).values("period", "day")
     for row in rolled.annotate(up=Sum("rated_up"), down=Sum("rated_down")):
@@ -72,11 +81,15 @@ def feedback_by_day(scope: Scope) -> Rows:
 def people(scope: Scope) -> dict[str, int]:
     """Distinct users and sessions with a run started in this period and in the previous one:
     counted over the rolled-up and the live days together, so each is counted once."""
-    live = scope.runs(both=True, live=True).annotate(period=scope.period())
+    columns = ("period", "user_id", "session_id")
+
+    def shape(runs: QuerySet[Any]) -> QuerySet[Any]:
+        return runs.annotate(period=scope.period()).values_list(*columns)
+
     rolled = scope.rolled(RunDay, both=True).filter(started__gt=0)
     rolled = rolled.annotate(period=scope.rolled_period())
-    columns = ("period", "user_id", "session_id")
-    both = rolled.values_list(*columns).union(live.values_list(*columns), all=True)
+    started = scope.started_parts(shape, both=True, live=True)
+    both = rolled.values_list(*columns).union(*started, all=True)
     try:
         sql, params = both.query.sql_with_params()
     except EmptyResultSet:  # nothing rolled up and nothing live

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from functools import reduce
@@ -12,7 +13,7 @@ from typing import Any
 from django.db.models import Case, F, Model, Q, QuerySet, Value, When
 from django.db.models.functions import TruncDate
 
-from sessions_app.models import LLMCall, Run
+from sessions_app.models import DeletedRun, LLMCall, Run
 
 CURRENT, PREVIOUS = "current", "previous"
 
@@ -55,6 +56,32 @@ class Scope:
         """Runs whose `field` falls in the range (`both`: in this or the previous period;
         `live`: only outside the rolled-up days)."""
         return self._narrow(Run.objects.order_by(), field, both, live)
+
+    def started(
+        self,
+        shape: Callable[[QuerySet[Any]], QuerySet[Any]],
+        field: str = "created_at",
+        *,
+        both: bool = False,
+        live: bool = False,
+    ) -> QuerySet[Any]:
+        """`shape` (the same grouping and sums) of the runs selected as `runs` selects them and
+        of the records of deleted ones (models.DeletedRun), in one query: a deleted run stays
+        counted. Their rows come one after the other, to be added up."""
+        runs, deleted = self.started_parts(shape, field, both=both, live=live)
+        return runs.union(deleted, all=True)
+
+    def started_parts(
+        self,
+        shape: Callable[[QuerySet[Any]], QuerySet[Any]],
+        field: str = "created_at",
+        *,
+        both: bool = False,
+        live: bool = False,
+    ) -> tuple[QuerySet[Any], QuerySet[Any]]:
+        """What `started` unites, apart: to unite with other rows in the same query."""
+        deleted = self._narrow(DeletedRun.objects.order_by(), field, both, live)
+        return shape(self.runs(field, both=both, live=live)), shape(deleted)
 
     def calls(self, *, both: bool = False, live: bool = False) -> QuerySet[LLMCall]:
         """Model calls of every kind made in the range (`both`: or in the previous period;

@@ -1,11 +1,14 @@
-"""The dashboard's tables: who and what used the most, the slowest runs, the latest errors."""
+"""The dashboard's tables: who and what used the most, the slowest runs, the latest errors.
+
+The top tables count deleted runs too (Scope.started); the slowest runs and latest errors list
+runs that are still there, to be opened."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Substr
 
 from sessions_app.models import CallDay, RunDay, RunStatus
@@ -33,12 +36,15 @@ class Usage:
 def usage(scope: Scope) -> Usage:
     """Four grouped queries, a row per user, agent and model each: few enough to rank here."""
     errors = Q(status=RunStatus.ERROR)
-    live = scope.runs(live=True).values(*PEOPLE)
+
+    def shape(runs: QuerySet[Any]) -> QuerySet[Any]:
+        return runs.values(*PEOPLE).annotate(runs=Count("pk"), errors=Count("pk", filter=errors))
+
     rolled = scope.rolled(RunDay).filter(started__gt=0).values(*PEOPLE)
     keys = ("user_id", "agent_id", "model")
     return Usage(
         runs=[
-            *live.annotate(runs=Count("pk"), errors=Count("pk", filter=errors)),
+            *scope.started(shape, live=True),
             *rolled.annotate(runs=Sum("started"), errors=Sum("started", filter=errors)),
         ],
         calls=[

@@ -11,7 +11,16 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
 
-from sessions_app.models import CallDay, CallKind, LatencyDay, LLMCall, RolledDay, Run, RunDay
+from sessions_app.models import (
+    CallDay,
+    CallKind,
+    DeletedRun,
+    LatencyDay,
+    LLMCall,
+    RolledDay,
+    Run,
+    RunDay,
+)
 from sessions_app.services.rollups import histogram
 
 LATENCY = ("time_to_first_token", "duration")
@@ -77,7 +86,9 @@ def _within(rows: QuerySet[Any], days: list[date], field: str = "created_at") ->
 
 
 def _store_runs(days: list[date]) -> None:
-    RunDay.objects.bulk_create(_run_days(Run.objects, days), batch_size=BATCH)
+    # Runs deleted before their day was rolled up count through their records.
+    started = _run_days([Run.objects, DeletedRun.objects], days)
+    RunDay.objects.bulk_create(started, batch_size=BATCH)
 
 
 def _store_calls(days: list[date]) -> None:
@@ -88,17 +99,19 @@ def _store_latency(days: list[date]) -> None:
     LatencyDay.objects.bulk_create(_latency_days(LLMCall.objects, days), batch_size=BATCH)
 
 
-def _run_days(runs: QuerySet[Run], days: list[date]) -> list[RunDay]:
-    """Runs by the day they started, ratings by the day they were given."""
+def _run_days(sources: Iterable[QuerySet[Any]], days: list[date]) -> list[RunDay]:
+    """Runs by the day they started, ratings by the day they were given, from querysets of
+    runs or of deleted runs' records (the same columns)."""
     wanted = set(days)
     sums: dict[tuple[Any, ...], Counter[str]] = defaultdict(Counter)
-    started = _within(runs, days).values(*RUN_KEY).annotate(n=Count("pk"))
-    for row in started:
-        sums[tuple(row[k] for k in RUN_KEY)]["started"] += row["n"]
-    rated = _within(runs.filter(feedback_rating__isnull=False), days, "feedback_at")
-    for row in rated.values(*RUN_KEY, "feedback_rating").annotate(n=Count("pk")):
-        counter = "rated_up" if row["feedback_rating"] == 1 else "rated_down"
-        sums[tuple(row[k] for k in RUN_KEY)][counter] += row["n"]
+    for runs in sources:
+        started = _within(runs, days).values(*RUN_KEY).annotate(n=Count("pk"))
+        for row in started:
+            sums[tuple(row[k] for k in RUN_KEY)]["started"] += row["n"]
+        rated = _within(runs.filter(feedback_rating__isnull=False), days, "feedback_at")
+        for row in rated.values(*RUN_KEY, "feedback_rating").annotate(n=Count("pk")):
+            counter = "rated_up" if row["feedback_rating"] == 1 else "rated_down"
+            sums[tuple(row[k] for k in RUN_KEY)][counter] += row["n"]
     return [
         RunDay(**dict(zip(RUN_KEY, key, strict=True)), **counts)
         for key, counts in sums.items()
@@ -143,7 +156,7 @@ def add_late(runs: QuerySet[Run], calls: QuerySet[LLMCall]) -> None:
         days = sorted(RolledDay.objects.filter(day__in=theirs).values_list("day", flat=True))
         if not days:
             return
-        _add(_run_days(runs, days), RUN_KEY, ("started", "rated_up", "rated_down"))
+        _add(_run_days([runs], days), RUN_KEY, ("started", "rated_up", "rated_down"))
         call_key = ("day", "kind", "model", "agent_id", "user_id")
         _add(_call_days(calls, days), call_key, ("made", "tokens_in", "tokens_out", "spent"))
         _add(_latency_days(calls, days), ("day", "field", "bucket"), ("calls",))
