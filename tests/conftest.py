@@ -12,6 +12,8 @@ from django.db import connection
 from testkit.upstream import ScriptedUpstream
 
 if TYPE_CHECKING:
+    from django.test import Client
+
     from sessions_app.models import Agent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,6 +79,21 @@ def manager(django_user_model):
     user = django_user_model.objects.create_user("manager", password="x", is_staff=True)
     user.user_permissions.add(*every_permission())
     return user
+
+
+@pytest.fixture
+def superuser(django_user_model):
+    return django_user_model.objects.create_superuser("root", password="root-pass-123")
+
+
+@pytest.fixture
+def root(superuser) -> Client:
+    """The admin as the superuser sees it, logged in."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(superuser)
+    return client
 
 
 @pytest.fixture

@@ -34,18 +34,6 @@ XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
 @pytest.fixture
-def superuser(django_user_model):
-    return django_user_model.objects.create_superuser("root", password="root-pass-123")
-
-
-@pytest.fixture
-def root(superuser) -> Client:
-    client = Client()
-    client.force_login(superuser)
-    return client
-
-
-@pytest.fixture
 def helper_agent() -> Agent:
     """An agent besides the default one: the session list shows its name, Helper."""
     return Agent.objects.create(name="Helper", model="scripted", instructions="Be brief.")

@@ -32,18 +32,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def superuser(django_user_model):
-    return django_user_model.objects.create_superuser("root", password="root-pass-123")
-
-
-@pytest.fixture
-def root(superuser) -> Client:
-    client = Client()
-    client.force_login(superuser)
-    return client
-
-
 def staff_with(django_user_model, name: str, *codenames: str) -> Client:
     user = django_user_model.objects.create_user(name, password="x", is_staff=True)
     user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))

@@ -23,18 +23,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def superuser(django_user_model):
-    return django_user_model.objects.create_superuser("root", password="root-pass-123")
-
-
-@pytest.fixture
-def root(superuser) -> Client:
-    client = Client()
-    client.force_login(superuser)
-    return client
-
-
-@pytest.fixture
 def examples() -> Dataset:
     return Dataset.objects.create(name="examples")
 

@@ -10,10 +10,10 @@ from datetime import date
 import pytest
 from django.db import connection
 from django.db.migrations.exceptions import IrreversibleError
-from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
 from sessions_app.models import Session
+from tests.migrating import latest, migrate, migrated
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,20 +21,10 @@ BEFORE = [("sessions_app", "0008_login_failures"), ("datasets_app", "0001_datase
 AFTER = [("sessions_app", "0009_session_string_ids"), ("datasets_app", "0002_session_string_ids")]
 
 
-def migrate(targets: list[tuple[str, str]]):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    executor.loader.build_graph()
-    return executor.loader.project_state(targets).apps
-
-
 @pytest.fixture
 def before_string_ids() -> Iterator[None]:
-    migrate(BEFORE)
-    try:
+    with migrated(BEFORE):
         yield
-    finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
 
 def store_old_session(apps) -> uuid.UUID:
@@ -106,7 +96,7 @@ def test_old_sessions_keep_their_ids_urls_and_everything_pointing_at_them(before
         "sessions_app_runday": [dashed],
         "datasets_app_datasetitem": [dashed],
     }
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    latest()
     session = Session.objects.get(pk=dashed)
     assert [m.content for m in session.messages.order_by("order")] == ["hi", "hello"]
     assert session.runs.get().llm_calls.count() == 1

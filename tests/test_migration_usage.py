@@ -6,31 +6,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from sessions_app.models import LLMCall, Message, Run, Session
 from tests.apiclient import api_client
+from tests.migrating import latest, migrated
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("sessions_app", "0011_agent_listed")]
 
 
-def migrate(targets: list[tuple[str, str]]):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    executor.loader.build_graph()
-    return executor.loader.project_state(targets).apps
-
-
 @pytest.fixture
 def old_schema() -> Iterator[object]:
-    apps = migrate(BEFORE)
-    try:
+    with migrated(BEFORE) as apps:
         yield apps
-    finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
 
 def test_calls_stored_before_are_kept_and_stay_counted_after_their_session_goes(old_schema):
@@ -48,7 +37,7 @@ def test_calls_stored_before_are_kept_and_stay_counted_after_their_session_goes(
     calls.create(run=run, session=session, user=user, agent=agent, model="m", total_tokens=12)
     calls.create(session=session, user=user, agent=agent, kind="title", model="m", total_tokens=3)
 
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    latest()
 
     assert (Session.objects.count(), Run.objects.count(), Message.objects.count()) == (1, 1, 1)
     kept = dict(LLMCall.objects.values_list("kind", "run_uuid"))

@@ -58,11 +58,6 @@ def fast_hashing(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-@pytest.fixture
-def superuser(django_user_model) -> User:
-    return django_user_model.objects.create_superuser("root", password="root-pass-123")
-
-
 @dataclass
 class World:
     """Alice's objects, one of each kind, and the users."""

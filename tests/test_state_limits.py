@@ -114,13 +114,6 @@ def admin_form_data(client: Client, url: str) -> dict:
     return data
 
 
-@pytest.fixture
-def root(django_user_model) -> Client:
-    client = Client()
-    client.force_login(django_user_model.objects.create_superuser("root", password="root-p4ss"))
-    return client
-
-
 def test_the_admin_refuses_too_large_state_for_agents_and_sessions(root, alice, agent):
     session = Session.objects.create(user=alice, agent=agent)
     for url, fields in (
