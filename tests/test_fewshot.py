@@ -9,6 +9,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
+from datasets_app.export.redact import Redactor
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemStatus
 from datasets_app.services import collect
 from sessions_app import engine
@@ -225,3 +226,54 @@ async def test_an_item_a_rule_accepted_is_no_example_until_a_person_accepts_it(
         ("assistant", "example_assistant", "Echo: rated by its owner"),
     ]
     assert reviewed.fewshot_items == [str(item.pk)]
+
+
+@pytest.fixture
+def redacted(monkeypatch) -> list[str]:
+    """Every text the redactor is given, as it runs."""
+    given: list[str] = []
+    real = Redactor.__call__
+
+    def counted(self: Redactor, text: str) -> str:
+        given.append(text)
+        return real(self, text)
+
+    monkeypatch.setattr(Redactor, "__call__", counted)
+    return given
+
+
+async def test_only_what_is_sent_is_redacted_and_only_once(
+    alice, bob, brief_agent, dataset, upstream, redacted
+):
+    opening = await answered(bob, "first question")
+    later = await answered(bob, "second question", session_id=opening.session_id)
+    await curate(dataset, later)
+    brief_agent.fewshot_dataset = dataset
+    await brief_agent.asave()
+
+    first = await answered(alice, "hi")
+    assert redacted == ["second question", "Echo: second question"]
+    await answered(alice, "and again", session_id=first.session_id)
+
+    # The next start sends the same examples without redacting them again.
+    assert redacted == ["second question", "Echo: second question"]
+    assert examples(upstream.requests[-1]) == examples(upstream.requests[-2])
+
+
+async def test_a_correction_made_after_an_example_was_sent_is_sent_next(
+    alice, bob, superuser, brief_agent, dataset, upstream
+):
+    item = await curate(dataset, await answered(bob, "hello"))
+    brief_agent.fewshot_dataset = dataset
+    await brief_agent.asave()
+    await answered(alice, "hi")
+
+    corrected = {"corrected_answer": "Hello! Mail me at erin@example.com."}
+    item_path = f"/api/datasets/{dataset.pk}/items/{item.pk}"
+    assert await sync_to_async(patch)(superuser, item_path, corrected) == 200
+    await answered(alice, "hi again")
+
+    assert examples(upstream.requests[-1]) == [
+        ("user", "example_user", "hello"),
+        ("assistant", "example_assistant", "Hello! Mail me at [email]."),
+    ]

@@ -11,6 +11,8 @@ accepted, never those of owners who opted out of training use, and redacted as a
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,7 +58,8 @@ def _chosen(agent: Agent) -> list[DatasetItem]:
         reviewed_at__isnull=False,
         source__in=[ItemSource.RUN, ItemSource.SESSION],
     )
-    chosen = items.order_by(*order).only("item_id", "source", "messages", "corrected_answer")
+    fields = ("item_id", "source", "messages", "corrected_answer", "content_hash")
+    chosen = items.order_by(*order).only(*fields)
     return list(chosen[: agent.fewshot_count])
 
 
@@ -64,10 +67,19 @@ def example_turns(item: DatasetItem) -> list[dict[str, Any]]:
     """The item's user and answer turns (no system message, no tool rounds), oldest first,
     redacted. A run item gives its own question and answer only: the history it was asked in
     belongs to someone else's conversation and was not what was reviewed."""
-    redact = Redactor()
+    key = (item.item_id, item.content_hash)
+    cached = _redacted.get(key)
+    if cached is None:
+        cached = [{**turn, "content": Redactor()(turn["content"])} for turn in _shown(item)]
+        _redacted.put(key, cached)
+    return [dict(turn) for turn in cached]
+
+
+def _shown(item: DatasetItem) -> list[dict[str, Any]]:
+    """The turns sent, as said: redacting costs milliseconds a message, so only these are."""
     turns: list[dict[str, Any]] = []
     for message in conversation(item.messages, item.corrected_answer):
-        text = redact(message.get("content") or "")
+        text = message.get("content") or ""
         if message["role"] == Role.USER:
             turns.append({"role": "user", "name": "example_user", "content": text})
         elif message["role"] == Role.ASSISTANT and not message.get("tool_calls") and text:
@@ -76,3 +88,39 @@ def example_turns(item: DatasetItem) -> list[dict[str, Any]]:
         last_question = max((i for i, t in enumerate(turns) if t["role"] == "user"), default=0)
         turns = turns[last_question:]
     return turns
+
+
+class _Redacted:
+    """Redacted examples of this process, by (item, content hash), least recently used out
+    first once they hold more than `limit` characters. The hash changes with the text (a
+    correction too), so a changed item is redacted afresh. Starts share one database thread,
+    but other threads may ask too, hence the lock."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size = limit, 0
+        self.turns: OrderedDict[tuple[Any, str], list[dict[str, Any]]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[Any, str]) -> list[dict[str, Any]] | None:
+        with self.lock:
+            if key in self.turns:
+                self.turns.move_to_end(key)
+            return self.turns.get(key)
+
+    def put(self, key: tuple[Any, str], turns: list[dict[str, Any]]) -> None:
+        with self.lock:
+            if key in self.turns:
+                return
+            self.turns[key] = turns
+            self.size += _size(turns)
+            while self.size > self.limit and len(self.turns) > 1:
+                _, dropped = self.turns.popitem(last=False)
+                self.size -= _size(dropped)
+
+
+def _size(turns: list[dict[str, Any]]) -> int:
+    return sum(len(turn["content"]) for turn in turns)
+
+
+# A few megabytes: a start sends at most 20 examples an agent, and run items are two turns.
+_redacted = _Redacted(limit=4_000_000)
