@@ -223,6 +223,25 @@ async def test_a_new_password_closes_the_sockets_of_the_user_s_other_browsers(
     await here_tab.close()
 
 
+async def test_staff_changing_their_own_password_in_the_admin_keep_this_browser_s_sockets(
+    admin_user, agent, upstream
+):
+    here, elsewhere = await browser(admin_user), await browser(admin_user)
+    here_tab, elsewhere_tab = await Tab.open(here), await Tab.open(elsewhere)
+
+    new = "a-Brand-new-secret-42"
+    form = {"old_password": "boss-pass-123", "new_password1": new, "new_password2": new}
+    response = await sync_to_async(here.post)("/admin/password_change/", form)
+    assert response["Location"] == "/admin/password_change/done/"
+
+    code, notices = await elsewhere_tab.closed_with()
+    assert code == SIGNED_OUT
+    assert any("Your password was changed" in n for n in notices)
+    await here_tab.still_answers()
+    assert (await sync_to_async(here.get)("/")).status_code == 200
+    await here_tab.close()
+
+
 async def test_a_password_changed_by_staff_closes_all_the_user_s_sockets(
     admin_user, alice, agent, upstream
 ):
