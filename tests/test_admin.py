@@ -491,3 +491,47 @@ def test_staff_without_permission_to_read_runs_see_no_dashboard(django_user_mode
     assert client.get("/admin/dashboard/").status_code == 403
     assert client.get("/admin/dashboard/?csv=top_users").status_code == 403
     assert "/admin/dashboard/" not in client.get("/admin/").content.decode()
+
+
+def token_form(expires_at=None, name: str = "laptop") -> dict[str, str]:
+    """The token's change form as the admin's date and time boxes post it."""
+    if expires_at is None:
+        return {"name": name, "expires_at_0": "", "expires_at_1": ""}
+    local = timezone.localtime(expires_at)
+    return {
+        "name": name,
+        "expires_at_0": local.strftime("%Y-%m-%d"),
+        "expires_at_1": local.strftime("%H:%M:%S"),
+    }
+
+
+def test_staff_may_bring_a_token_s_expiry_forward_but_not_push_it_back_or_remove_it(root, alice):
+    expires = (timezone.now() + timedelta(days=30)).replace(microsecond=0)
+    token, _ = create_token(alice, "laptop", expires_at=expires)
+    url = f"/admin/sessions_app/apitoken/{token.pk}/change/"
+
+    for later in (expires + timedelta(days=365), None):
+        response = root.post(url, token_form(later))
+        assert response.status_code == 200  # the form again, with the error on the field
+        errors = response.context["adminform"].form.errors
+        assert list(errors) == ["expires_at"], errors
+        token.refresh_from_db()
+        assert token.expires_at == expires
+
+    sooner = expires - timedelta(days=29)
+    assert root.post(url, token_form(sooner)).status_code == 302
+    token.refresh_from_db()
+    assert token.expires_at == sooner
+
+
+def test_staff_may_set_an_expiry_on_a_token_that_had_none(root, alice):
+    token, _ = create_token(alice, "laptop")
+    url = f"/admin/sessions_app/apitoken/{token.pk}/change/"
+    assert root.post(url, token_form(None, name="renamed")).status_code == 302
+    token.refresh_from_db()
+    assert (token.name, token.expires_at) == ("renamed", None)
+
+    expires = (timezone.now() + timedelta(days=7)).replace(microsecond=0)
+    assert root.post(url, token_form(expires)).status_code == 302
+    token.refresh_from_db()
+    assert token.expires_at == expires

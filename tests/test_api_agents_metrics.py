@@ -140,6 +140,22 @@ def test_unlisted_agents_show_to_staff_who_may_view_agents(alice, staff, support
     assert refused.json() == {"detail": "You need the “view agent” permission."}
 
 
+def test_an_unlisted_agent_answers_as_a_missing_one_so_agents_cannot_be_probed(alice, staff, agent):
+    hidden = Agent.objects.create(name="Imported", model="scripted", listed=False)
+
+    def answers(user, agent_id) -> list[tuple[int, str]]:
+        client = api_client(user)
+        read = client.get(f"/api/agents/{agent_id}")
+        made = send(client, "POST", "/api/sessions", {"agent_id": str(agent_id)})
+        return [(r.status_code, r.json()["detail"]) for r in (read, made)]
+
+    refused = (403, "You need the “view agent” permission.")
+    assert answers(staff, hidden.agent_id) == answers(staff, uuid.uuid4()) == [refused] * 2
+    assert answers(alice, hidden.agent_id) == answers(alice, uuid.uuid4())
+    assert {status for status, _ in answers(alice, hidden.agent_id)} == {404}
+    assert not Session.objects.filter(agent=hidden).exists()
+
+
 @pytest.mark.parametrize(
     "body",
     [

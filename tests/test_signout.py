@@ -223,6 +223,25 @@ async def test_a_new_password_closes_the_sockets_of_the_user_s_other_browsers(
     await here_tab.close()
 
 
+async def test_staff_changing_their_own_password_in_the_admin_keep_this_browser_s_sockets(
+    admin_user, agent, upstream
+):
+    here, elsewhere = await browser(admin_user), await browser(admin_user)
+    here_tab, elsewhere_tab = await Tab.open(here), await Tab.open(elsewhere)
+
+    new = "a-Brand-new-secret-42"
+    form = {"old_password": "boss-pass-123", "new_password1": new, "new_password2": new}
+    response = await sync_to_async(here.post)("/admin/password_change/", form)
+    assert response["Location"] == "/admin/password_change/done/"
+
+    code, notices = await elsewhere_tab.closed_with()
+    assert code == SIGNED_OUT
+    assert any("Your password was changed" in n for n in notices)
+    await here_tab.still_answers()
+    assert (await sync_to_async(here.get)("/")).status_code == 200
+    await here_tab.close()
+
+
 async def test_a_password_changed_by_staff_closes_all_the_user_s_sockets(
     admin_user, alice, agent, upstream
 ):
@@ -241,6 +260,39 @@ async def test_saving_other_fields_of_the_account_closes_nothing(alice, agent, u
     await sync_to_async(alice.save)()
     await tab.still_answers()
     await tab.close()
+
+
+async def test_saving_other_fields_of_the_account_tells_the_other_processes_nothing(
+    alice, settings
+):
+    """Other processes hear of a save only when it can end a sign-in: listening as one does,
+    the first word they get after an e-mail change is the deactivation that follows it."""
+    from channels.layers import get_channel_layer
+
+    from project import layers
+    from sessions_app.events.signout import user_group
+    from tests.test_realtime_redis import REDIS_URL, redis_available
+
+    if not redis_available():
+        pytest.skip(f"no Redis at {REDIS_URL}")
+    settings.CHANNEL_LAYERS = {"default": layers.redis_layer(REDIS_URL)}
+    layer = get_channel_layer()
+    channel, group = await layer.new_channel(), user_group(alice.pk)
+    await layer.group_add(group, channel)
+    ours = alice.get_session_auth_hash()  # tests elsewhere may have a user of this key too
+    try:
+        alice.email = "alice@example.com"
+        alice.allow_training = False
+        await sync_to_async(alice.save)()  # as the account settings form and the admin do
+        alice.is_active = False
+        await sync_to_async(alice.save)()
+
+        async with asyncio.timeout(10):
+            while (heard := await layer.receive(channel))["auth_hash"] != ours:
+                pass
+        assert heard["active"] is False
+    finally:
+        await layer.group_discard(group, channel)
 
 
 OTHER_PROCESS = textwrap.dedent(

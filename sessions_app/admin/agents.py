@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -17,6 +18,7 @@ from sessions_app.admin import display
 from sessions_app.admin.base import total_per_row
 from sessions_app.models import Agent, ApiToken, Session
 from sessions_app.services import statesize
+from sessions_app.services.tokens import describe_expiry
 
 FEWSHOT_FIELDS = ["fewshot_dataset", "fewshot_count", "fewshot_order"]
 SHOWN_TO_EVERYONE = (
@@ -95,13 +97,43 @@ class AgentAdmin(admin.ModelAdmin):
         return display.link(url, display.tokens(obj.session_count or 0))
 
 
+class ApiTokenForm(forms.ModelForm):
+    """Staff may bring an expiry forward (or set one where there was none), never push it back
+    nor remove it: the token's owner chose how long it lives when they made it."""
+
+    class Meta:
+        model = ApiToken
+        fields = ["name", "expires_at"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "expires_at" in self.fields and self.instance.expires_at is not None:
+            self.fields[
+                "expires_at"
+            ].help_text = (
+                "From this moment the token answers 401. It may be brought forward, not later."
+            )
+
+    def clean_expires_at(self) -> datetime | None:
+        new: datetime | None = self.cleaned_data.get("expires_at")
+        current = self.instance.expires_at if self.instance.pk else None
+        if current is None or (new is not None and new <= current):
+            return new
+        when = describe_expiry(current)
+        if new is None:
+            raise ValidationError(f"This token expires on {when}; the expiry cannot be removed.")
+        raise ValidationError(
+            f"This token expires on {when}; the expiry can be brought forward, not later."
+        )
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
+    form = ApiTokenForm
     list_display = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at"]
     list_select_related = ["user"]
     list_filter = ["created_at", "last_used_at", "expires_at"]
     search_fields = ["name", "prefix", "user__username"]
-    # Staff may bring an expiry forward (or set one); the token's owner chose it at creation.
     fields = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at"]
     readonly_fields = ["prefix", "user", "created_at", "last_used_at"]
 

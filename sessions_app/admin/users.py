@@ -13,6 +13,19 @@ from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.models import LLMCall, Run, Session, User
 from sessions_app.services import signins
 
+_password_change = admin.site.password_change
+
+
+def _own_password_change(request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+    # /admin/password_change/: Django keeps this browser signed in with the new password, and so
+    # its chat sockets stay open; those of the account's other browsers close.
+    with signins.keeping(request):
+        return _password_change(request, extra_context)
+
+
+# Read by AdminSite.get_urls, which runs when the URLconf loads, after the admin modules.
+admin.site.password_change = _own_password_change
+
 
 @admin.register(User)
 class ParleyUserAdmin(ListAdmin, UserAdmin):

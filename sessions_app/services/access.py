@@ -114,7 +114,8 @@ def get_run_for_owner(user: User, run_id: Any) -> Run:
 def get_agent_for_user(user: User, agent_id: Any = None, *, loaded: Agent | None = None) -> Agent:
     """Listed agents are shared configs: everyone signed in may chat with any of them. An
     unlisted one (brought in by an import) only staff who may view agents and those with a
-    session of it may see.
+    session of it may see. Staff without the right are refused naming it for an unlisted or a
+    missing agent alike, so which agents exist cannot be probed.
     `loaded` is one already fetched (a session's own, with the session): named again, it costs
     no query."""
     if agent_id is None:
@@ -122,15 +123,14 @@ def get_agent_for_user(user: User, agent_id: Any = None, *, loaded: Agent | None
     wanted = _uuid(agent_id)
     if loaded is not None and loaded.pk == wanted:
         return loaded
-    try:
-        agent = Agent.objects.get(pk=wanted)
-    except Agent.DoesNotExist as exc:
-        raise NotFound from exc
-    if agent.listed or staff_may(user, "view", Agent):
-        return agent
-    if Session.objects.filter(user=user, agent=agent).exists():
-        return agent
-    if is_staff(user):
+    agent = Agent.objects.filter(pk=wanted).first()
+    if agent is not None:
+        if agent.listed or staff_may(user, "view", Agent):
+            return agent
+        if Session.objects.filter(user=user, agent=agent).exists():
+            return agent
+    # As `_owned`: staff without the right hear which one, whether or not the agent exists.
+    if is_staff(user) and not staff_may(user, "view", Agent):
         raise missing("view", Agent)
     raise NotFound
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.contrib.auth.signals import user_logged_in, user_logged_out
 from django.db import transaction
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_init, post_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
@@ -24,8 +24,11 @@ from sessions_app.models import User
 
 # The sign-in tag of the browser whose request is changing a password (see `keeping`).
 _keeping: contextvars.ContextVar[str | None] = contextvars.ContextVar("keeping", default=None)
-# Saving only these fields cannot end a sign-in (each sign-in saves last_login, say).
-_SIGN_IN_FIELDS = {"password", "is_active"}
+# Only a change to these fields can end a sign-in (each sign-in saves last_login, say).
+_SIGN_IN_FIELDS = ("password", "is_active")
+# On each User instance: those fields as last loaded or saved, to tell a save that changed them.
+_LOADED = "_parley_signin_fields"
+_UNREAD = object()  # a field deferred when the user was loaded
 
 
 @contextlib.contextmanager
@@ -56,11 +59,26 @@ def _signed_out(sender: Any, request: HttpRequest | None, user: User | None, **k
         signout.tell(signout.signin_group(signout.tag_of(request.session)))
 
 
+def _sign_in_fields(user: User) -> dict[str, Any]:
+    # The instance's own values: a deferred field is not fetched for this.
+    return {name: user.__dict__.get(name, _UNREAD) for name in _SIGN_IN_FIELDS}
+
+
+@receiver(post_init, sender=User, dispatch_uid="parley-account-loaded")
+def _account_loaded(sender: Any, instance: User, **kwargs: Any) -> None:
+    setattr(instance, _LOADED, _sign_in_fields(instance))
+
+
 @receiver(post_save, sender=User, dispatch_uid="parley-account-saved")
 def _account_saved(
     sender: Any, instance: User, created: bool, update_fields: Any, **kwargs: Any
 ) -> None:
-    if created or (update_fields is not None and not _SIGN_IN_FIELDS & set(update_fields)):
+    # Every process hears of a save: only when it wrote a new password or active flag.
+    written = [f for f in _SIGN_IN_FIELDS if update_fields is None or f in update_fields]
+    before, now = getattr(instance, _LOADED, {}), _sign_in_fields(instance)
+    changed = [f for f in written if before.get(f, _UNREAD) != now[f]]
+    setattr(instance, _LOADED, {**before, **{f: now[f] for f in written}})
+    if created or not changed:
         return
     group = signout.user_group(instance.pk)
     message = {
