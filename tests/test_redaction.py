@@ -1,9 +1,11 @@
 """Redaction's patterns on hostile input: each finishes in time linear in the text, and finds
 what the straightforward regular expressions find on everything else.
 
-The one timed test in the suite: a message is user input, and a pattern that retries a long run
-from each of its positions let a 32,000-character message take seconds (tens of seconds at
-200,000). The margin is wide: linear patterns take a few hundredths of a second here.
+Timed (with tests/test_mask_secrets.py, the suite's only timed tests): a message is user input,
+and a pattern that retries a long run from each of its positions let a 32,000-character message
+take seconds (from half a minute to minutes at 200,000). Measured in CPU time of this process, so
+other load on the machine does not count, with a wide margin: linear patterns take about a tenth
+of a second here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import pytest
 from datasets_app.export.redact import Redactor, _accepts
 
 N = 200_000
+# CPU time of this process, not the wall clock: other load on the machine does not count.
+LIMIT_SECONDS = 2.0
 
 
 def repeated(unit: str, tail: str = "") -> str:
@@ -42,9 +46,9 @@ HOSTILE = {
 
 @pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
 def test_hostile_text_is_redacted_in_linear_time(text):
-    began = time.perf_counter()
+    began = time.process_time()
     Redactor()(text)
-    assert time.perf_counter() - began < 0.5
+    assert time.process_time() - began < LIMIT_SECONDS
 
 
 # The patterns as first written, quadratic on the texts above; on any other text the linear ones

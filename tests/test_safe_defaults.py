@@ -82,13 +82,13 @@ child = subprocess.run(
 print(json.dumps({"serve": settings.SECRET_KEY, "worker": child.stdout, "error": child.stderr}))
 """
 WORKER_SETTINGS = (
-    "import json\nfrom django.conf import settings as s\n"
-    "print(json.dumps([s.SECRET_KEY, s.ALLOWED_HOSTS]))"
+    "import json, os\nfrom django.conf import settings as s\n"
+    "print(json.dumps([s.SECRET_KEY, s.ALLOWED_HOSTS, os.environ.get('SECRET_KEY')]))"
 )
 
 
-def test_serves_workers_sign_with_its_key_and_allow_its_host(tmp_path):
-    env = clean_environment(tmp_path)
+def seen_by_serve_and_a_worker(env: dict[str, str]) -> tuple[str, list]:
+    """serve's key, and the worker's key, hosts and SECRET_KEY variable."""
     done = subprocess.run(
         [sys.executable, "-c", WORKER_SEES, WORKER_SETTINGS],
         cwd=ROOT,
@@ -100,8 +100,31 @@ def test_serves_workers_sign_with_its_key_and_allow_its_host(tmp_path):
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["worker"], seen["error"]
-    worker_key, worker_hosts = json.loads(seen["worker"])
-    assert worker_key == seen["serve"]
+    return seen["serve"], json.loads(seen["worker"])
+
+
+def test_serves_workers_read_its_key_from_its_file_not_the_environment(tmp_path):
+    """The key in a worker's environment would be readable in /proc/<pid>/environ, and passed on
+    to every process it starts: the workers read the file serve read."""
+    serve_key, (worker_key, _, worker_variable) = seen_by_serve_and_a_worker(
+        clean_environment(tmp_path)
+    )
+    assert worker_key == serve_key
+    assert worker_variable is None
+
+
+def test_serves_workers_get_the_key_the_operator_set_as_it_came(tmp_path):
+    env = clean_environment(tmp_path, SECRET_KEY="operator-key-" + "k" * 40)
+    serve_key, (worker_key, _, worker_variable) = seen_by_serve_and_a_worker(env)
+    assert serve_key == worker_key == worker_variable == "operator-key-" + "k" * 40
+    assert not (tmp_path / "var" / "secret_key").exists()
+
+
+def test_serves_workers_sign_with_its_key_and_allow_its_host(tmp_path):
+    serve_key, (worker_key, worker_hosts, _) = seen_by_serve_and_a_worker(
+        clean_environment(tmp_path)
+    )
+    assert worker_key == serve_key
     assert "127.0.0.2" in worker_hosts and "localhost" in worker_hosts
 
 

@@ -175,15 +175,19 @@ def worker_command(port: int) -> list[str]:
 
 def worker_environment() -> dict[str, str]:
     """Parley's settings (those project.settings reads), minus serve's own, and what Python
-    needs; the model, hosts and key this serve uses, and nginx's headers. Nothing else of this
-    environment."""
+    needs; the model and hosts this serve uses, its key's file (the key itself only when the
+    environment gave it), and nginx's headers. Nothing else of this environment."""
     passed_on = (settings.ENVIRONMENT_NAMES | set(PYTHON_ENVIRONMENT)) - set(NOT_FOR_WORKERS)
     env = plain_environment(*PYTHON_PREFIXES)
     env.update({name: os.environ[name] for name in passed_on if name in os.environ})
     env["LLM_BASE_URL"] = settings.LLM_BASE_URL
     # The hosts serve allowed, and the key it uses (perhaps made for it): every process the same.
     env["ALLOWED_HOSTS"] = ",".join(settings.ALLOWED_HOSTS)
-    env["SECRET_KEY"] = settings.SECRET_KEY
+    if not os.environ.get("SECRET_KEY"):
+        # Read from its file, as serve read it: a key in the environment is readable in
+        # /proc/<pid>/environ and inherited by every process a worker starts.
+        env.pop("SECRET_KEY", None)
+        env["SECRET_KEY_FILE"] = str(Path(settings.SECRET_KEY_FILE).resolve())
     if settings.LLM_EMBEDDED:
         env["PARLEY_LLM_EMBEDDED"] = "true"
     # Reachable on loopback only, through nginx, which sets these two headers and no other:
