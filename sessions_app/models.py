@@ -18,6 +18,17 @@ from sessions_app.ids import SESSION_ID_MAX_LENGTH, new_session_id
 from sessions_app.usernames import AccountUsernameValidator
 
 
+def CASCADE_LEAN(collector: Any, field: models.Field, sub_objs: Any, using: str) -> None:
+    """CASCADE reading of each row only the columns its deletion's record is written from
+    (the model's `kept_when_deleted`; services.deleted): as listeners see their deletion,
+    Django would otherwise read whole sessions and runs, their texts and states."""
+    models.CASCADE(collector, field, sub_objs.only(*sub_objs.model.kept_when_deleted), using)
+
+
+# Else Django reads the whole rows once to learn whether there are any, before calling it.
+CASCADE_LEAN.lazy_sub_objs = True  # type: ignore[attr-defined]
+
+
 class User(AbstractUser):
     # Django's field with ':' allowed, which sign-up refuses: see usernames.py.
     username_validator = AccountUsernameValidator()
@@ -139,7 +150,7 @@ class Session(models.Model):
         primary_key=True, max_length=SESSION_ID_MAX_LENGTH, default=new_session_id, editable=False
     )
     session_type = models.CharField(max_length=20, default="agent", editable=False)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=CASCADE_LEAN, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="sessions")
     session_name = models.CharField(max_length=200, blank=True)
     # Who named it: a user's rename is never overwritten by a generated title.
@@ -158,6 +169,9 @@ class Session(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # What a deletion reads of it (CASCADE_LEAN): what its DeletedSession is made of.
+    kept_when_deleted = ("user", "created_at")
 
     class Meta:
         indexes = [
@@ -223,8 +237,8 @@ METRIC_FIELDS = (
 
 class Run(TokenMetrics):
     run_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=CASCADE_LEAN, related_name="runs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=CASCADE_LEAN, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
     position = models.PositiveIntegerField(help_text="1-based order of the run in its session.")
     status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.PENDING)
@@ -255,6 +269,12 @@ class Run(TokenMetrics):
     session_state = models.JSONField(null=True, blank=True)
     # The dataset items sent to the model as few-shot examples, by item_id.
     fewshot_items = models.JSONField(default=list, blank=True)
+
+    # What a deletion reads of it (CASCADE_LEAN): what its DeletedRun is made of.
+    kept_when_deleted = (
+        *("session", "user", "agent", "model", "status", "created_at"),
+        *("feedback_rating", "feedback_at"),
+    )
 
     class Meta:
         ordering = ["session", "position"]
@@ -331,15 +351,32 @@ class CallKind(models.TextChoices):
     TITLE = "title"
 
 
+class _ForgetsText(models.QuerySet):
+    """Model calls losing their run or session: the UPDATE that clears the link clears the
+    conversation's text (what the call was sent, its error) in the same statement, so the text
+    goes whatever order Django runs a deletion's updates in (one filtered by the link that an
+    earlier one cleared would match nothing)."""
+
+    def update(self, **kwargs: Any) -> int:
+        return super().update(**kwargs, sent_messages=None, error="")
+
+
 def KEEP_USAGE(collector: Any, field: models.Field, sub_objs: Any, using: str) -> None:
     """on_delete of a model call's run and session: the call stays, so its tokens and cost stay
-    counted, but loses its link and the conversation's text (what it was sent, its error)."""
-    collector.add_field_update(field, None, sub_objs)
-    for name, blank in (("sent_messages", None), ("error", "")):
-        collector.add_field_update(field.model._meta.get_field(name), blank, sub_objs)
+    counted, but loses its link and the conversation's text."""
+    calls = _ForgetsText(model=sub_objs.model, query=sub_objs.query.chain(), using=using)
+    collector.add_field_update(field, None, calls)
 
 
 KEEP_USAGE.lazy_sub_objs = True  # type: ignore[attr-defined]  # as SET_NULL: no rows fetched
+
+
+class _CallManager(models.Manager["LLMCall"]):
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[LLMCall]:
+        objs = list(objs)
+        for call in objs:
+            call.keep_run_id()
+        return super().bulk_create(objs, *args, **kwargs)
 
 
 class LLMCall(TokenMetrics):
@@ -361,6 +398,8 @@ class LLMCall(TokenMetrics):
     sent_messages = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
+    objects = _CallManager()
+
     class Meta:
         ordering = ["-created_at"]
         # A user's token total (the admin's user list) is read from the index alone.
@@ -370,10 +409,13 @@ class LLMCall(TokenMetrics):
         return f"{self.kind} call to {self.model}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        # Bulk inserts set it themselves (accounting.call_row).
+        self.keep_run_id()
+        super().save(*args, **kwargs)
+
+    def keep_run_id(self) -> None:
+        """Copy the run's id to `run_uuid`, where it outlives the run; every insert calls it."""
         if self.run_uuid is None:
             self.run_uuid = self.run_id
-        super().save(*args, **kwargs)
 
 
 class ApiToken(models.Model):
@@ -519,7 +561,7 @@ class LatencyDay(_DayRow):
 class DeletedRun(models.Model):
     """What the usage figures count of a run that was deleted (alone or with its session): when
     it started, how it ended and how it was rated, without a word of it. Written as the run is
-    deleted (services.deleted_runs); the dashboard and the rollups count these beside the runs."""
+    deleted (services.deleted); the dashboard and the rollups count these beside the runs."""
 
     run_id = models.UUIDField(primary_key=True, editable=False)
     session_id = models.CharField(max_length=SESSION_ID_MAX_LENGTH)

@@ -208,3 +208,95 @@ def test_deleting_a_user_takes_their_usage_with_them(alice, bob, agent):
     assert list(DeletedRun.objects.values_list("user", flat=True)) == [bob.pk]
     assert list(LLMCall.objects.values_list("user", flat=True)) == [bob.pk]
     assert list(DeletedSession.objects.values_list("user", flat=True)) == [bob.pk]
+
+
+# -- a run deleted on its own ------------------------------------------------------------------
+
+
+def secret_run(session: Session, secret: str) -> Run:
+    """A stored run whose every text names `secret`: its messages, its call's error and what
+    that call was sent."""
+    from tests.apiclient import stored_run
+
+    run = stored_run(session, f"Where is the {secret}?", f"Under the {secret}.")
+    LLMCall.objects.filter(run=run).update(
+        sent_messages=[{"role": "user", "content": f"Where is the {secret}?"}],
+        error=f"cannot talk about {secret}",
+    )
+    return run
+
+
+def staff_client() -> Client:
+    from sessions_app.models import User
+
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="root-pass-123"))
+    return client
+
+
+@pytest.mark.parametrize("door", ["delete page", "delete selected"])
+def test_a_run_deleted_alone_in_the_admin_leaves_its_call_without_a_word_of_it(alice, agent, door):
+    session = Session.objects.create(user=alice, agent=agent)
+    gone = secret_run(session, SECRET)
+    kept = secret_run(session, "teapot-in-the-attic")
+    calls = sorted(LLMCall.objects.values_list("total_tokens", flat=True))
+    client = staff_client()
+
+    if door == "delete page":
+        response = client.post(f"/admin/sessions_app/run/{gone.pk}/delete/", {"post": "yes"})
+    else:
+        form = {"action": "delete_selected", "_selected_action": [str(gone.pk)], "post": "yes"}
+        response = client.post("/admin/sessions_app/run/", form)
+
+    assert response.status_code == 302
+    assert list(Run.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert rows_saying(SECRET) == []
+    assert "LLMCall.sent_messages" in rows_saying("teapot-in-the-attic")  # the other run's stay
+    assert sorted(LLMCall.objects.values_list("total_tokens", flat=True)) == calls
+
+
+# -- what deleting costs -----------------------------------------------------------------------
+
+
+def test_deleting_a_session_costs_the_same_queries_with_50_runs_as_with_5(alice, agent):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions_app.models import DeletedRun
+    from tests.apiclient import api_client, stored_run
+
+    costs, texts_read = [], []
+    for runs in (5, 50):
+        client = api_client(alice)  # a new token each time: its first use is written down
+        session = Session.objects.create(user=alice, agent=agent)
+        for n in range(runs):
+            stored_run(session, f"question {n} {SECRET}", f"answer {n}")
+        with CaptureQueriesContext(connection) as queries:
+            assert client.delete(f"/api/sessions/{session.pk}").status_code == 204
+        costs.append(len(queries))
+        texts_read += [q["sql"] for q in queries if '"input"' in q["sql"]]
+
+    assert costs[0] == costs[1]
+    assert DeletedRun.objects.count() == 55
+    assert texts_read == []  # what a run's record needs is read, not what was said in it
+
+
+# -- each limit counts its own kind ------------------------------------------------------------
+
+
+def test_more_runs_than_their_limit_do_not_hide_the_sessions_from_theirs(alice, agent, settings):
+    from sessions_app.services import ratelimit
+    from tests.apiclient import stored_run
+
+    settings.PARLEY_RUNS_PER_MINUTE = 2
+    settings.PARLEY_SESSIONS_PER_MINUTE = 2
+    first = Session.objects.create(user=alice, agent=agent)
+    Session.objects.create(user=alice, agent=agent)
+    for n in range(5):  # stored while the run limit was higher, newer than both sessions
+        stored_run(first, f"question {n}", f"answer {n}")
+
+    session_only, both = ratelimit.refusals(alice, [(ratelimit.SESSION,), (ratelimit.RUN,)])
+
+    assert isinstance(session_only, ratelimit.RateLimited)
+    assert session_only.kind == ratelimit.SESSION
+    assert isinstance(both, ratelimit.RateLimited) and both.kind == ratelimit.RUN

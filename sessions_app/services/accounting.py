@@ -22,9 +22,7 @@ def call_row(
     **links: Any,
 ) -> LLMCall:
     """An unsaved LLMCall; `links` are its kind, run, session, user and agent."""
-    run = links.get("run")
     return LLMCall(
-        run_uuid=run.pk if run is not None else None,
         model=model,
         model_provider=provider_name() if model_provider is None else model_provider,
         input_tokens=usage.input_tokens,

@@ -57,7 +57,7 @@ def refusals(user: User, asks: Sequence[Sequence[str]]) -> list[RateLimited | No
         return [None] * len(asks)
     now = timezone.now()
     stamps: dict[str, list[datetime]] = {kind: [] for kind in counted}
-    for kind, at in _recent(user, counted, now - WINDOW, sum(limits[k] for k in counted)):
+    for kind, at in _recent(user, {kind: limits[kind] for kind in counted}, now - WINDOW):
         stamps[kind].append(at)  # newest first
     out: list[RateLimited | None] = []
     for kinds in asks:
@@ -73,17 +73,31 @@ def refusals(user: User, asks: Sequence[Sequence[str]]) -> list[RateLimited | No
     return out
 
 
-def _recent(user: User, kinds: list[str], since: datetime, most: int) -> QuerySet[Any]:
-    """(kind, created_at) of what `user` started since then, newest first, at most `most`."""
+def _recent(user: User, limits: dict[str, int], since: datetime) -> list[tuple[str, datetime]]:
+    """(kind, created_at) of what `user` started since then, newest first, at most each kind's
+    limit of each kind: one query, each table read up to its kind's limit, so the rows of one
+    kind (say runs past their limit) never crowd out another's."""
     parts = [
+        # A compound statement may not LIMIT its parts on SQLite; a subquery in IN may.
         model.objects.order_by()
-        .filter(user=user, created_at__gt=since)
+        .filter(pk__in=_newest(model.objects.filter(user=user, created_at__gt=since), most))
         .annotate(kind=Value(kind))
         .values_list("kind", "created_at")
-        for kind in kinds
+        for kind, most in limits.items()
         for model in _COUNTED[kind]
     ]
-    return parts[0].union(*parts[1:], all=True).order_by("-created_at")[:most]
+    rows = sorted(parts[0].union(*parts[1:], all=True), key=lambda row: row[1], reverse=True)
+    seen = dict.fromkeys(limits, 0)
+    newest = []
+    for kind, at in rows:
+        seen[kind] += 1
+        if seen[kind] <= limits[kind]:
+            newest.append((kind, at))
+    return newest
+
+
+def _newest(rows: QuerySet[Any], most: int) -> QuerySet[Any]:
+    return rows.order_by("-created_at").values("pk")[:most]
 
 
 def _wait(stamps: list[datetime], limit: int, now: datetime) -> float | None:

@@ -217,7 +217,6 @@ def _call_rows(run: Run, agno: AgnoRun) -> list[tuple[LLMCall, datetime]]:
     for metrics, when in measured:
         row = LLMCall(
             run=run,
-            run_uuid=run.pk,
             session_id=run.session_id,
             user_id=run.user_id,
             agent_id=run.agent_id,

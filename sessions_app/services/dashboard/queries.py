@@ -88,8 +88,7 @@ def people(scope: Scope) -> dict[str, int]:
 
     rolled = scope.rolled(RunDay, both=True).filter(started__gt=0)
     rolled = rolled.annotate(period=scope.rolled_period())
-    started = scope.started_parts(shape, both=True, live=True)
-    both = rolled.values_list(*columns).union(*started, all=True)
+    both = scope.started(shape, both=True, live=True, beside=(rolled.values_list(*columns),))
     try:
         sql, params = both.query.sql_with_params()
     except EmptyResultSet:  # nothing rolled up and nothing live

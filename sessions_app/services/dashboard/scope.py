@@ -64,24 +64,15 @@ class Scope:
         *,
         both: bool = False,
         live: bool = False,
+        beside: tuple[QuerySet[Any], ...] = (),
     ) -> QuerySet[Any]:
         """`shape` (the same grouping and sums) of the runs selected as `runs` selects them and
-        of the records of deleted ones (models.DeletedRun), in one query: a deleted run stays
-        counted. Their rows come one after the other, to be added up."""
-        runs, deleted = self.started_parts(shape, field, both=both, live=live)
-        return runs.union(deleted, all=True)
-
-    def started_parts(
-        self,
-        shape: Callable[[QuerySet[Any]], QuerySet[Any]],
-        field: str = "created_at",
-        *,
-        both: bool = False,
-        live: bool = False,
-    ) -> tuple[QuerySet[Any], QuerySet[Any]]:
-        """What `started` unites, apart: to unite with other rows in the same query."""
+        of the records of deleted ones (models.DeletedRun), in one query with the rows `beside`
+        (of the same columns): a deleted run stays counted. Their rows come one after the
+        other, to be added up."""
         deleted = self._narrow(DeletedRun.objects.order_by(), field, both, live)
-        return shape(self.runs(field, both=both, live=live)), shape(deleted)
+        runs = shape(self.runs(field, both=both, live=live))
+        return runs.union(shape(deleted), *beside, all=True)
 
     def calls(self, *, both: bool = False, live: bool = False) -> QuerySet[LLMCall]:
         """Model calls of every kind made in the range (`both`: or in the previous period;
