@@ -22,7 +22,9 @@ def CASCADE_LEAN(collector: Any, field: models.Field, sub_objs: Any, using: str)
     """CASCADE reading of each row only the columns its deletion's record is written from
     (the model's `kept_when_deleted`; services.deleted): as listeners see their deletion,
     Django would otherwise read whole sessions and runs, their texts and states."""
-    models.CASCADE(collector, field, sub_objs.only(*sub_objs.model.kept_when_deleted), using)
+    # Historical models (in migrations) have no such list: they cascade as usual.
+    kept = getattr(sub_objs.model, "kept_when_deleted", None)
+    models.CASCADE(collector, field, sub_objs.only(*kept) if kept else sub_objs, using)
 
 
 # Else Django reads the whole rows once to learn whether there are any, before calling it.
