@@ -22,3 +22,6 @@ urlpatterns = [
     path("tokens/", include("sessions_app.web.token_urls")),
     path("", include("sessions_app.web.urls")),
 ]
+
+# A refusal names its reason (the permission missing), on a page or to the chat page's htmx.
+handler403 = "sessions_app.web.errors.forbidden"

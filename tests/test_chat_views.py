@@ -225,11 +225,39 @@ def test_view_only_staff_read_someone_elses_chat_and_change_nothing(bob, agent, 
     base = f"/s/{session.session_id}"
     assert "secret plan" in staff.get(f"{base}/").content.decode()
     assert staff.get(f"{base}/settings").status_code == 200
-    assert staff.post(f"{base}/rename", {"session_name": "x"}).status_code == 403
-    assert staff.post(f"{base}/state", {"session_state": '{"a": 1}'}).status_code == 403
-    assert staff.post(f"{base}/delete").status_code == 403
+    htmx = {"HX-Request": "true"}  # as the chat page sends them: its notice shows the text
+    for action, data, permission in (
+        ("rename", {"session_name": "x"}, "change session"),
+        ("state", {"session_state": '{"a": 1}'}, "change session"),
+        ("delete", {}, "delete session"),
+    ):
+        refused = staff.post(f"{base}/{action}", data, headers=htmx)
+        assert refused.status_code == 403
+        assert refused.content.decode() == f"You need the “{permission}” permission."
+    page = staff.post(f"{base}/delete")  # not through htmx: a page saying why
+    assert page.status_code == 403 and "“delete session” permission" in page.content.decode()
     session.refresh_from_db()
     assert (session.session_name, session.session_state) == ("bob's", {})
+
+
+def test_staff_reading_someone_elses_chat_are_offered_only_what_they_may_do(
+    bob, agent, support, manager
+):
+    session = make_session(bob, agent, turns=[("secret plan", "noted")])
+    path = f"/s/{session.session_id}/"
+    for reader, offered in ((support, False), (manager, True)):
+        client = Client()
+        client.force_login(reader)
+        page = client.get(path).content.decode()
+        assert ('data-testid="session-rename"' in page) is offered
+        assert ('data-testid="session-delete"' in page) is offered
+        assert 'data-testid="chat-input"' not in page  # only bob writes in bob's chat
+        assert "You are reading bob’s chat" in page
+    owner = Client()
+    owner.force_login(bob)
+    page = owner.get(path).content.decode()
+    assert all(f'data-testid="{hook}"' in page for hook in ("session-rename", "chat-input"))
+    assert 'data-testid="read-only-note"' not in page
 
 
 def test_staff_who_may_not_view_sessions_get_403_on_anyones_chat(bob, agent, staff):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +44,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
 
     def rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
         response = api.create_response(request, {"detail": str(exc)}, status=429)
-        response["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        response["Retry-After"] = str(exc.seconds)
         return response
 
     def database_outage(request: HttpRequest, exc: Exception) -> HttpResponse:

@@ -10,6 +10,7 @@ clients, not to meter exactly.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -38,10 +39,15 @@ class RateLimited(Exception):
     """Too many runs (or sessions) in the last minute; `retry_after` is in seconds."""
 
     def __init__(self, retry_after: float, kind: str = RUN) -> None:
-        name = _NAMES.get(kind, "runs")
-        super().__init__(f"Too many {name}; try again in {retry_after:.0f} seconds.")
         self.retry_after = retry_after
         self.kind = kind
+        name = _NAMES.get(kind, "runs")
+        super().__init__(f"Too many {name}; try again in {self.seconds} seconds.")
+
+    @property
+    def seconds(self) -> int:
+        """The wait in whole seconds, rounded up: what Retry-After and every message say."""
+        return max(1, math.ceil(self.retry_after))
 
 
 def _limits() -> dict[str, int]:

@@ -134,7 +134,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except engine.InputError as exc:
             await self.notice(exc.message)
         except ratelimit.RateLimited as exc:
-            wait = f"{exc.retry_after:.0f}"
+            wait = exc.seconds
             doing = "starting new chats" if exc.kind == ratelimit.SESSION else "sending"
             await self.notice(f"You are {doing} too fast; try again in {wait} seconds.")
         except DatabaseError as exc:

@@ -113,7 +113,14 @@ def render_notice(message: str) -> str:
 def render_new_session(session: Session) -> str:
     """A first message created a session: the page now shows it (header, sidebar, composer)."""
     header = render_to_string(
-        "sessions_app/_conv_header.html", {"session": session, "title": session_title(session)}
+        "sessions_app/_conv_header.html",
+        # The asker's own new chat: every control is theirs.
+        {
+            "session": session,
+            "title": session_title(session),
+            "may_change": True,
+            "may_delete": True,
+        },
     )
     return (
         format_html(

@@ -22,7 +22,7 @@ from sessions_app.llm import probe
 from sessions_app.models import Agent, Session
 from sessions_app.services import feedback, sessions, statesize
 from sessions_app.services.access import NotFound, get_session_for_user
-from sessions_app.services.permissions import Action
+from sessions_app.services.permissions import Action, staff_may
 from sessions_app.web.rendering import render_session_item, run_view, tools_by_run
 
 SIDEBAR_PAGE_SIZE = 30
@@ -106,10 +106,23 @@ def _conversation_context(request: HttpRequest, session: Session | None) -> dict
                 for run in session.runs.order_by("position")
             ],
             "agent_name": session.agent.name,
-            "title": sessions.session_title(session),
             "current_id": session.session_id,
+            **_header_context(request, session),
         }
     return context
+
+
+def _header_context(request: HttpRequest, session: Session) -> dict[str, Any]:
+    """The header's title and the controls this person may use: staff reading someone else's
+    chat see only those their permissions allow, and no composer."""
+    own = session.user_id == request.user.pk
+    return {
+        "session": session,
+        "title": sessions.session_title(session),
+        "own": own,
+        "may_change": own or staff_may(request.user, "change", Session),
+        "may_delete": own or staff_may(request.user, "delete", Session),
+    }
 
 
 def _chat_page(request: HttpRequest, session: Session | None) -> HttpResponse:
@@ -152,11 +165,7 @@ def session_rename(request: HttpRequest, session_id: str) -> HttpResponse:
         session = sessions.update_session(request.user, session_id, session_name=name)
     except NotFound as exc:
         raise Http404("No such chat.") from exc
-    response = render(
-        request,
-        "sessions_app/_conv_header.html",
-        {"session": session, "title": sessions.session_title(session)},
-    )
+    response = render(request, "sessions_app/_conv_header.html", _header_context(request, session))
     # The sidebar shows the new name too.
     response.write(render_session_item(session, current=True, oob="outerHTML"))
     return response

@@ -59,7 +59,7 @@
   function connectionLost() {
     socket = null;
     const notice = document.getElementById("connection-notice");
-    if (notice) notice.hidden = false;
+    if (notice) notice.hidden = signedOut;
     const chat = document.getElementById("chat");
     if (chat) chat.classList.add("offline");
     document.querySelectorAll("#composer button:not([disabled])").forEach(function (button) {
@@ -80,7 +80,15 @@
     });
     watch();
   });
-  document.addEventListener("htmx:wsClose", connectionLost);
+  // A sign-in that ended (4401: signed out, or the password changed elsewhere; 4403: the
+  // account was deactivated) does not come back: the server's notice says why, and the page
+  // stops saying "Reconnecting…".
+  let signedOut = false;
+  document.addEventListener("htmx:wsClose", function (event) {
+    const code = event.detail.event ? event.detail.event.code : 0;
+    if (code === 4401 || code === 4403) signedOut = true;
+    connectionLost();
+  });
   document.addEventListener("htmx:wsError", connectionLost);
 
   document.addEventListener("htmx:wsAfterMessage", function () {

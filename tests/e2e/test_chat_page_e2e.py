@@ -134,3 +134,26 @@ def test_renaming_a_chat_renames_the_browser_tab(page: Page, login, alice: User)
     expect(page).to_have_title("Trip to the coast · Parley")
     page.reload()
     expect(page).to_have_title("Trip to the coast · Parley")
+
+
+def test_logging_out_in_another_tab_says_so_and_stops_reconnecting(
+    browser: Browser, live_server_url: str, alice: User
+):
+    context = browser.new_context(base_url=live_server_url)
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    try:
+        chat = context.new_page()
+        log_in(chat, "alice", "alice-pass-123")
+        expect(chat.get_by_test_id("chat-send")).to_be_enabled()
+        other = context.new_page()
+        other.goto("/settings/")
+        other.get_by_role("button", name="Log out").click()
+        expect(chat.get_by_test_id("chat-notice")).to_have_text(
+            "You signed out in this browser; sign in again."
+        )
+        expect(chat.get_by_test_id("chat-send")).to_be_disabled()
+        # Not a lost connection: the page does not claim to be coming back.
+        chat.wait_for_timeout(1_500)
+        expect(chat.get_by_test_id("connection-notice")).to_be_hidden()
+    finally:
+        context.close()
