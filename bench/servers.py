@@ -27,10 +27,10 @@ import psycopg
 import redis
 
 from bench.procs import command_name, descendants
-from project.children import free_port
-from project.layers import redis_problem
-from project.listening import daphne_endpoint
-from project.nginx import find_nginx
+from serving.children import free_port
+from serving.layers import redis_problem
+from serving.listening import daphne_endpoint
+from serving.nginx import find_nginx
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable

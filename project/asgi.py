@@ -14,8 +14,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from project import tuning  # noqa: E402
-from project.bodylimit import BodyLimit  # noqa: E402
+from safety.bodylimit import BodyLimit  # noqa: E402
+from serving import tuning  # noqa: E402
 from sessions_app.web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(

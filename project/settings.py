@@ -8,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF
 
-from project.secretkey import read_or_create
+from safety.secretkey import read_or_create
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -65,9 +65,10 @@ INSTALLED_APPS = [
     "csp",
     "sessions_app",
     "datasets_app",
+    "serving",
 ]
 
-# With PARLEY_TUNE_MIDDLEWARE, project.tuning's subclasses of Django's and WhiteNoise's middleware
+# With PARLEY_TUNE_MIDDLEWARE, serving.tuning's subclasses of Django's and WhiteNoise's middleware
 # (same names), whose hooks run on the event loop where they do no I/O; without, the stock ones.
 PARLEY_TUNE_MIDDLEWARE = envbool("PARLEY_TUNE_MIDDLEWARE", "True")
 STOCK_MIDDLEWARE = [
@@ -83,11 +84,11 @@ STOCK_MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 MIDDLEWARE = [
-    f"project.tuning.{path.rpartition('.')[2]}" if PARLEY_TUNE_MIDDLEWARE else path
+    f"serving.tuning.{path.rpartition('.')[2]}" if PARLEY_TUNE_MIDDLEWARE else path
     for path in STOCK_MIDDLEWARE[:-1]
 ] + STOCK_MIDDLEWARE[-1:]
-# Before the middleware that sets cookies, so that it sees them all (project/cookies.py).
-MIDDLEWARE.insert(2, "project.cookies.LoopbackCookiesMiddleware")
+# Before the middleware that sets cookies, so that it sees them all (safety/cookies.py).
+MIDDLEWARE.insert(2, "safety.cookies.LoopbackCookiesMiddleware")
 if PARLEY_TUNE_MIDDLEWARE:
     # Django's security checks look for its middleware by dotted path: they would call the
     # subclasses missing, and skip what depends on them (cookies, HSTS, redirects).
@@ -166,7 +167,7 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missi
 
 REDIS_URL = getenv("REDIS_URL", "")
 if REDIS_URL:
-    from project.layers import redis_layer
+    from serving.layers import redis_layer
 
     CHANNEL_LAYERS = {"default": redis_layer(REDIS_URL)}
 else:
@@ -202,7 +203,7 @@ PARLEY_COALESCE_RUNS = envint("PARLEY_COALESCE_RUNS", 50)
 # Partial answers are saved at most this often while a run streams; under load the interval
 # stretches like the coalescing (one interval per PARLEY_COALESCE_RUNS streaming runs).
 PARLEY_CHECKPOINT_INTERVAL = envfloat("PARLEY_CHECKPOINT_INTERVAL", 1.0)
-# Changes to how the libraries Parley runs on behave (project/tuning.py says why), each on unless
+# Changes to how the libraries Parley runs on behave (serving/tuning.py says why), each on unless
 # set to false; PARLEY_TUNE_MIDDLEWARE is with MIDDLEWARE above.
 PARLEY_TUNE_PRELOAD_URLS = envbool("PARLEY_TUNE_PRELOAD_URLS", "True")
 PARLEY_TUNE_GC = envbool("PARLEY_TUNE_GC", "True")
@@ -249,18 +250,18 @@ PARLEY_LOGIN_WINDOW = envint("PARLEY_LOGIN_WINDOW", 15 * 60)
 # 0: no slowing.
 PARLEY_LOGIN_DELAY_MAX = envint("PARLEY_LOGIN_DELAY_MAX", 30)
 # The largest request body accepted: refused from its announced or counted size, before it is
-# read whole (project/bodylimit.py). The largest chat socket message: daphne, started by
+# read whole (safety/bodylimit.py). The largest chat socket message: daphne, started by
 # `serve`, closes a socket sent a longer one as it arrives; the consumer refuses it too.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("PARLEY_MAX_REQUEST_BYTES", 2_621_440)
 PARLEY_MAX_SOCKET_MESSAGE_BYTES = envint("PARLEY_MAX_SOCKET_MESSAGE_BYTES", 1_048_576)
 
 # Error reports (debug pages, e-mails, the log) with the installation's secrets masked.
-DEFAULT_EXCEPTION_REPORTER = "project.reporting.SecretsReporter"
-DEFAULT_EXCEPTION_REPORTER_FILTER = "project.reporting.SecretsFilter"
+DEFAULT_EXCEPTION_REPORTER = "safety.reporting.SecretsReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "safety.reporting.SecretsFilter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"masked": {"()": "project.reporting.SecretsFormatter"}},
+    "formatters": {"masked": {"()": "safety.reporting.SecretsFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "masked"}},
     "loggers": {
         "parley": {"handlers": ["console"], "level": getenv("LOG_LEVEL", "INFO")},

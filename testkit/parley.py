@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from project.children import free_port
+from serving.children import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 # serve --workers N names each daphne it starts, and its own URL, before it serves.

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psycopg
 
-from project.children import free_port
+from serving.children import free_port
 
 __all__ = ["PrivatePostgres", "PrivateRedis"]
 

@@ -141,7 +141,7 @@ def _close_worker_thread_connections() -> Iterator[None]:
     from asgiref.sync import SyncToAsync
     from django.db import connections
 
-    from project import tuning
+    from serving import tuning
 
     futures = [SyncToAsync.single_thread_executor.submit(connections.close_all)]
     if tuning.request_threads is not None:

@@ -141,7 +141,7 @@ async def threads_of_requests(user, n: int) -> tuple[list[str], list[str], list[
 
 
 async def test_requests_share_long_lived_threads_that_keep_their_database_connection(alice):
-    from project import tuning
+    from serving import tuning
 
     connected, finished, _ = await threads_of_requests(alice, 5)
     # One after another, the requests ran in the same request thread (the least busy: all were
@@ -160,7 +160,8 @@ async def test_without_request_threads_each_request_connects_in_a_thread_of_its_
     alice, settings, monkeypatch
 ):
     import tests.asgiclient
-    from project import asgi, tuning
+    from project import asgi
+    from serving import tuning
 
     for name in TUNING:  # nothing else changed a second time in this process
         setattr(settings, name, False)
@@ -183,7 +184,7 @@ def test_the_asgi_application_collects_garbage_less_often():
     import gc
 
     import project.asgi  # noqa: F401
-    from project import tuning
+    from serving import tuning
 
     assert gc.get_threshold()[0] == tuning.GC_THRESHOLD > 700
     assert gc.get_freeze_count() > 0  # what start-up loaded is left out of collections

@@ -254,7 +254,7 @@ def _template_renderer():
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     from llama_cpp import Llama
 
-    from sessions_app.llm.embedded import model_path
+    from serving.embedded import model_path
 
     model = Llama(model_path=str(model_path()), vocab_only=True, verbose=False)
     source = model.metadata["tokenizer.chat_template"]

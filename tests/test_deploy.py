@@ -20,8 +20,8 @@ import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from project import nginx
-from project.children import free_port
+from serving import nginx
+from serving.children import free_port
 from tests.conftest import ROOT
 
 NGINX = nginx.find_nginx()

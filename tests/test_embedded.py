@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from project.children import free_port
+from serving.children import free_port
+from serving.embedded import EmbeddedModel, EmbeddedModelError
 from sessions_app import engine
 from sessions_app.engine.errors import CUT
-from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
 from sessions_app.models import Agent, RunStatus
 from tests.conftest import ROOT, subprocess_env
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from project.redact import MASK, mask_secrets
+from safety.redact import MASK, mask_secrets
 
 N = 200_000
 LIMIT_SECONDS = 2.0

@@ -14,7 +14,7 @@ import pytest
 import redis
 from channels.layers import get_channel_layer
 
-from project import layers
+from serving import layers
 from sessions_app import events
 from sessions_app.events.bridge import group_name
 from sessions_app.models import Agent, Run, RunStatus

@@ -74,7 +74,7 @@ WORKER_SEES = """
 import django, json, subprocess, sys
 django.setup()
 from django.conf import settings
-from sessions_app.management.commands.serve import allow_host, worker_environment
+from serving.management.commands.serve import allow_host, worker_environment
 allow_host("127.0.0.2")
 child = subprocess.run(
     [sys.executable, "-c", sys.argv[1]], env=worker_environment(), capture_output=True, text=True

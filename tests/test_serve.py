@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from project.listening import LISTEN_BACKLOG, daphne_endpoint
-from sessions_app.management.commands.serve import worker_environment
+from serving.listening import LISTEN_BACKLOG, daphne_endpoint
+from serving.management.commands.serve import worker_environment
 from testkit.parley import ParleyProcess
 from tests.conftest import subprocess_env
 

@@ -269,7 +269,7 @@ async def test_saving_other_fields_of_the_account_tells_the_other_processes_noth
     the first word they get after an e-mail change is the deactivation that follows it."""
     from channels.layers import get_channel_layer
 
-    from project import layers
+    from serving import layers
     from sessions_app.events.signout import user_group
     from tests.test_realtime_redis import REDIS_URL, redis_available
 
@@ -319,7 +319,7 @@ OTHER_PROCESS = textwrap.dedent(
 async def test_a_sign_in_ended_in_another_process_closes_the_socket_here(
     alice, agent, upstream, settings, what, code
 ):
-    from project import layers
+    from serving import layers
     from tests.test_realtime_redis import REDIS_URL, redis_available
 
     if not redis_available():

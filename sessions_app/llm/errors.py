@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 
-from project.redact import mask_secrets
+from safety.redact import mask_secrets
 from sessions_app.llm.transport import TIMEOUT_ERRORS, TRANSPORT_ERRORS
 
 TIMEOUT_MESSAGE = "The model did not answer in time."

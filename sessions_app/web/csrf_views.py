@@ -2,7 +2,7 @@
 
 Django's own page only says "CSRF verification failed". The commonest cause in a new deployment
 is Parley's secure cookies (DEBUG off, SECURE_COOKIES on) served over plain HTTP, other than on
-loopback (project/cookies.py): the browser keeps them to itself, so every form, the login first,
+loopback (safety/cookies.py): the browser keeps them to itself, so every form, the login first,
 is refused. That case is named here.
 """
 
@@ -13,7 +13,7 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponseForbidden
 from django.template.loader import render_to_string
 
-from project.cookies import is_loopback_http
+from safety.cookies import is_loopback_http
 
 
 def _https_url(request: HttpRequest) -> str:
@@ -26,7 +26,7 @@ def _https_url(request: HttpRequest) -> str:
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponseForbidden:
     # Rendered without the user: this runs on the event loop, where the database is refused.
     secure_cookies = settings.CSRF_COOKIE_SECURE or settings.SESSION_COOKIE_SECURE
-    # On loopback they are sent without Secure (project/cookies.py): not the cause there.
+    # On loopback they are sent without Secure (safety/cookies.py): not the cause there.
     plain_http = not request.is_secure() and not is_loopback_http(request)
     context = {
         "reason": reason,

@@ -27,7 +27,7 @@ import pytest
 import redis
 from django.db import connection
 
-from project.nginx import find_nginx
+from serving.nginx import find_nginx
 from sessions_app.models import Run
 from testkit.parley import ParleyProcess
 from testkit.upstream import ScriptedUpstream

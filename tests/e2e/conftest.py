@@ -27,7 +27,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from project.children import free_port
+from serving.children import free_port
 from testkit.upstream import ScriptedUpstream
 from tests.conftest import ROOT, subprocess_env
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect
 
-from project.children import free_port
+from serving.children import free_port
 from sessions_app.models import User
 from testkit.upstream import ScriptedUpstream
 from tests.e2e.conftest import (

@@ -17,8 +17,8 @@ import pytest
 import redis
 from channels.layers import get_channel_layer
 
-from project import layers
-from project.children import free_port
+from serving import layers
+from serving.children import free_port
 from sessions_app import events
 from sessions_app.events.bridge import group_name
 from testkit.parley import ParleyProcess

@@ -1,9 +1,9 @@
 """Every change Parley makes to how the libraries it runs on behave, each behind a setting.
 
 `apply()` makes the process-wide ones when the ASGI application is loaded. The middleware below
-is chosen in settings.MIDDLEWARE (PARLEY_TUNE_MIDDLEWARE); the admin's checkbox by the class
-that uses it. What each one gained against the stock
-behaviour, side by side, is in docs/performance.md.
+is chosen in settings.MIDDLEWARE (PARLEY_TUNE_MIDDLEWARE); the admin's checkbox
+(PARLEY_TUNE_ADMIN_CHECKBOX) is drawn by sessions_app.admin.base. What each one gained against
+the stock behaviour, side by side, is in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -21,15 +21,11 @@ from asgiref.sync import (
 )
 from csp import middleware as csp
 from django.conf import settings
-from django.contrib.admin import helpers
 from django.contrib.auth import middleware as auth
 from django.contrib.messages import middleware as messages
 from django.contrib.sessions import middleware as sessions
 from django.http import HttpRequest, HttpResponse
 from django.middleware import clickjacking, common, csrf, security
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
-from django.utils.translation import gettext as _
 from whitenoise import middleware as whitenoise
 
 # Collect the youngest generation every this many net new objects (Python's default: 700).
@@ -91,16 +87,6 @@ class RequestThreads:
     def submit_to_each(self, fn: Callable[[], Any]) -> list[Future[Any]]:
         """Run fn once in every request thread (tests close their connections this way)."""
         return [executor.submit(fn) for executor in self.executors]
-
-
-def action_checkbox(obj: Any) -> SafeString:
-    """An admin row's checkbox as HTML: Django renders the same through a widget, row by row."""
-    return format_html(
-        '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
-        helpers.ACTION_CHECKBOX_NAME,
-        str(obj.pk),
-        format_html(_("Select this object for an action - {}"), obj),
-    )
 
 
 # -- middleware: Django's and WhiteNoise's, with their hooks on the event loop -----------------

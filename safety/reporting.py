@@ -4,7 +4,7 @@ its error e-mails, and the log of errors.
 Django hides settings whose names look secret (SECRET_KEY, DATABASES' PASSWORD), but not a
 password inside a URL (DATABASE_URL, REDIS_URL, the channel layer's hosts), nor anything in a
 traceback's local variables or an exception's message. Here two nets catch those: every value
-shown is masked as project.redact masks text, and the finished report has each secret this
+shown is masked as safety.redact masks text, and the finished report has each secret this
 installation is configured with replaced wherever it still appears.
 """
 
@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 from django.conf import settings
 from django.views.debug import ExceptionReporter, SafeExceptionReporterFilter
 
-from project.redact import mask_secrets
+from safety.redact import mask_secrets
 
 # Secrets shorter than this are not swept from reports: they would mask common fragments.
 SHORTEST_SWEPT = 4

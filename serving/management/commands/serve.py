@@ -14,13 +14,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from twisted.internet import reactor
 
-from project import nginx
-from project.children import free_port, plain_environment
-from project.layers import redis_problem
-from project.listening import daphne_endpoint, daphne_socket_limits
-from project.workers import Child, Supervisor, Worker
+from serving import nginx
+from serving.children import free_port, plain_environment
+from serving.embedded import EmbeddedModel, EmbeddedModelError
+from serving.layers import redis_problem
+from serving.listening import daphne_endpoint, daphne_socket_limits
+from serving.workers import Child, Supervisor, Worker
 from sessions_app import engine
-from sessions_app.llm.embedded import EmbeddedModel, EmbeddedModelError
 
 # What serve's own options and the embedded model decide for each worker, not the environment;
 # and the admin's first password, which only ensure_admin reads.
@@ -198,7 +198,7 @@ def worker_environment() -> dict[str, str]:
 
 
 def run_daphne(host: str, port: int) -> None:
-    """daphne in this process, on the endpoint of project.listening. Once its loop runs, this
+    """daphne in this process, on the endpoint of serving.listening. Once its loop runs, this
     process's heartbeat starts, its first beat reaping the runs of processes that died."""
     # A call of the reactor's loop (its first turn), not one before it runs, like callWhenRunning.
     reactor.callLater(0, engine.ensure_heartbeat, reap_now=True)

