@@ -7,7 +7,7 @@ from django.utils.functional import lazy
 from django.views.generic import RedirectView
 
 from project.api import api
-from sessions_app.admin.dashboard import dashboard_view
+from sessions_app.usage import dashboard_view
 from sessions_app.web import views
 
 urlpatterns = [

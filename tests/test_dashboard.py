@@ -32,9 +32,8 @@ from sessions_app.models import (
     RunStatus,
     Session,
 )
-from sessions_app.services import dashboard
-from sessions_app.services.dashboard import Scope
-from sessions_app.services.rollups import fill
+from sessions_app.usage import Scope, dashboard
+from sessions_app.usage.rollups import fill
 from tests.apiclient import api_client
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +48,7 @@ SCOPE = Scope(
     rolled_until=date(2025, 3, 20),
 )
 LIVE = replace(SCOPE, rolled_until=None)
-# Percentiles are read from 2 %-wide buckets (services.rollups.histogram).
+# Percentiles are read from 2 %-wide buckets (usage.rollups.histogram).
 WITHIN = 0.01
 
 

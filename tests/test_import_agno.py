@@ -36,11 +36,11 @@ from sessions_app.models import (
     SessionSource,
     User,
 )
-from sessions_app.services import dashboard
 from sessions_app.services.agno_import import import_agno as import_agno_service
-from sessions_app.services.dashboard import Scope
-from sessions_app.services.rollups import fill
-from sessions_app.services.rollups.days import DAY_LOCKS
+from sessions_app.usage import dashboard
+from sessions_app.usage.dashboard import Scope
+from sessions_app.usage.rollups import fill
+from sessions_app.usage.rollups.days import DAY_LOCKS
 from testkit.upstream import Reply
 from tests import agno2_db
 from tests.apiclient import api_client, asgi_client

@@ -42,9 +42,10 @@ from sessions_app.api.schemas import (
 from sessions_app.llm.errors import status_for_error
 from sessions_app.models import Run, RunStatus, User
 from sessions_app.services import agents as agent_service
-from sessions_app.services import feedback, metrics
+from sessions_app.services import feedback
 from sessions_app.services import sessions as session_service
 from sessions_app.services.access import get_agent_for_user, get_run_for_user, get_session_for_user
+from sessions_app.usage import metrics
 
 # What any authenticated call may answer besides success: 403 is a staff member without the
 # permission the call needs (or, on writes, a missing CSRF token); writes add 400 (a body that

@@ -32,7 +32,8 @@ from sessions_app.models import (
     RunStatus,
     Session,
 )
-from sessions_app.services import accounting, outage, tools
+from sessions_app.services import outage, tools
+from sessions_app.usage import accounting
 
 log = logging.getLogger("parley.runs")
 

@@ -10,7 +10,7 @@ from django.db import models
 
 def CASCADE_LEAN(collector: Any, field: models.Field, sub_objs: Any, using: str) -> None:
     """CASCADE reading of each row only the columns its deletion's record is written from
-    (the model's `kept_when_deleted`; services.deleted): as listeners see their deletion,
+    (the model's `kept_when_deleted`; usage.deleted): as listeners see their deletion,
     Django would otherwise read whole sessions and runs, their texts and states."""
     # Historical models (in migrations) have no such list: they cascade as usual.
     kept = getattr(sub_objs.model, "kept_when_deleted", None)

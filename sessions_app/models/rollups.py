@@ -79,7 +79,7 @@ class CallDay(_DayRow):
 
 class LatencyDay(_DayRow):
     """How many chat calls of `day` had a time (first token or duration) in `bucket`
-    (services.rollups.histogram), so percentiles can be read without the calls."""
+    (usage.rollups.histogram), so percentiles can be read without the calls."""
 
     field = models.CharField(max_length=20)
     bucket = models.IntegerField()

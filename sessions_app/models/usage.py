@@ -85,7 +85,7 @@ class DeletedSession(models.Model):
 class DeletedRun(models.Model):
     """What the usage figures count of a run that was deleted (alone or with its session): when
     it started, how it ended and how it was rated, without a word of it. Written as the run is
-    deleted (services.deleted); the dashboard and the rollups count these beside the runs."""
+    deleted (usage.deleted); the dashboard and the rollups count these beside the runs."""
 
     run_id = models.UUIDField(primary_key=True, editable=False)
     session_id = models.CharField(max_length=SESSION_ID_MAX_LENGTH)

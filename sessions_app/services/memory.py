@@ -25,7 +25,7 @@ from sessions_app.llm import client as llm
 from sessions_app.llm.errors import LLMError
 from sessions_app.llm.usage import Usage
 from sessions_app.models import CallKind, NameSource, Run, RunStatus, Session
-from sessions_app.services import accounting
+from sessions_app.usage import accounting
 
 log = logging.getLogger("parley.memory")
 

@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from sessions_app.services.rollups import closed_before, fill
+from sessions_app.usage import closed_before, fill
 
 # Days rolled up per transaction, so a long backfill holds its claims briefly.
 CHUNK = 30

@@ -34,8 +34,8 @@ from sessions_app.services.agno_import.parse import (
     AgnoSession,
     Skip,
 )
-from sessions_app.services.rollups.days import add_late
 from sessions_app.services.sessions import default_session_name
+from sessions_app.usage import add_late
 
 METRIC_COLUMNS = (
     "input_tokens",

@@ -31,7 +31,7 @@ def of(values: Iterable[float | None]) -> Histogram:
 
 
 def percentile(counts: Mapping[int, int], fraction: float) -> float | None:
-    """Linear interpolation between closest ranks (as services.percentiles does) over the
+    """Linear interpolation between closest ranks (as usage.percentiles does) over the
     buckets' middles; None when there are no values."""
     total = sum(counts.values())
     if not total:

@@ -15,8 +15,8 @@ from django.http import HttpResponse
 from django.urls import reverse
 
 from sessions_app.admin.display import shown
-from sessions_app.services.dashboard.scope import Scope
 from sessions_app.services.spreadsheet import safe_cell
+from sessions_app.usage.dashboard.scope import Scope
 
 Row = dict[str, Any]
 

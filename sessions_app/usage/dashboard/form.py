@@ -9,9 +9,9 @@ from django import forms
 from django.utils import timezone
 
 from sessions_app.models import Agent, User
-from sessions_app.services.dashboard import Scope
-from sessions_app.services.dashboard.tables import TABLES
-from sessions_app.services.rollups import closed_before
+from sessions_app.usage.dashboard import Scope
+from sessions_app.usage.dashboard.tables import TABLES
+from sessions_app.usage.rollups import closed_before
 
 PRESETS = {
     "24h": ("24 h", timedelta(hours=24)),

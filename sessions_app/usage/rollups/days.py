@@ -21,7 +21,7 @@ from sessions_app.models import (
     Run,
     RunDay,
 )
-from sessions_app.services.rollups import histogram
+from sessions_app.usage.rollups import histogram
 
 LATENCY = ("time_to_first_token", "duration")
 RUN_KEY = ("day", "session_id", "user_id", "agent_id", "model", "status")

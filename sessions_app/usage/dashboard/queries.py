@@ -12,8 +12,8 @@ from django.db import connections
 from django.db.models import Count, Q, QuerySet, Sum
 
 from sessions_app.models import CallDay, RunDay
-from sessions_app.services.dashboard.scope import CURRENT, PREVIOUS, Scope, day
-from sessions_app.services.rollups import fill
+from sessions_app.usage.dashboard.scope import CURRENT, PREVIOUS, Scope, day
+from sessions_app.usage.rollups import fill
 
 Rows = list[dict[str, Any]]
 

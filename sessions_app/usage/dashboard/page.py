@@ -1,4 +1,4 @@
-"""The staff metrics dashboard at /admin/dashboard/: a thin view over services.dashboard.
+"""The staff metrics dashboard at /admin/dashboard/: a thin view over usage.dashboard.
 
 Wrapped in `admin.site.admin_view` in the URLconf, so only staff get past the admin's login.
 """
@@ -14,11 +14,11 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from sessions_app.admin import dashboard_tables
-from sessions_app.admin.dashboard_form import DEFAULT_PRESET, PRESETS, DashboardForm
 from sessions_app.admin.display import change, shown
 from sessions_app.models import Agent, LLMCall, Run
-from sessions_app.services import dashboard
+from sessions_app.usage import dashboard
+from sessions_app.usage.dashboard import columns
+from sessions_app.usage.dashboard.form import DEFAULT_PRESET, PRESETS, DashboardForm
 
 TEMPLATE = "sessions_app/admin/dashboard.html"
 CHARTS = {
@@ -46,7 +46,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     wanted = form.cleaned_data["csv"]
     if wanted:
         filename = f"parley-{wanted}-{scope.start:%Y%m%d}-{scope.end:%Y%m%d}.csv"
-        return dashboard_tables.csv_response(wanted, dashboard.table(scope, wanted), filename)
+        return columns.csv_response(wanted, dashboard.table(scope, wanted), filename)
     board = dashboard.build(scope)
     context.update(
         scope=scope,
@@ -54,7 +54,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         charts=board.charts,
         chart_titles=CHARTS.items(),
         tables=[
-            {**dashboard_tables.rendered(name, rows, scope), "csv": _url(request, csv=name)}
+            {**columns.rendered(name, rows, scope), "csv": _url(request, csv=name)}
             for name, rows in board.tables.items()
         ],
     )

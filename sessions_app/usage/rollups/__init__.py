@@ -4,6 +4,6 @@ chat calls' times, made once a day is closed (sessions_app.models.RolledDay and 
 
 from __future__ import annotations
 
-from sessions_app.services.rollups.days import closed_before, fill
+from sessions_app.usage.rollups.days import add_late, closed_before, fill
 
-__all__ = ["closed_before", "fill"]
+__all__ = ["add_late", "closed_before", "fill"]

@@ -12,7 +12,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Substr
 
 from sessions_app.models import CallDay, RunDay, RunStatus
-from sessions_app.services.dashboard.scope import Scope
+from sessions_app.usage.dashboard.scope import Scope
 
 LIMIT = 10
 ERROR_CHARS = 300

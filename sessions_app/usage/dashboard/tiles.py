@@ -8,9 +8,9 @@ from decimal import Decimal
 from typing import Any
 
 from sessions_app.models import CallKind, RunStatus
-from sessions_app.services.dashboard.queries import Rows
-from sessions_app.services.dashboard.scope import CURRENT, PREVIOUS
-from sessions_app.services.percentiles import Spreads
+from sessions_app.usage.dashboard.queries import Rows
+from sessions_app.usage.dashboard.scope import CURRENT, PREVIOUS
+from sessions_app.usage.percentiles import Spreads
 
 Number = int | float | Decimal
 BACKGROUND = "titles & summaries"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sessions_app.services.dashboard import charts, latency, queries, tables, tiles
-from sessions_app.services.dashboard.scope import Scope
-from sessions_app.services.dashboard.tiles import Tile
+from sessions_app.usage.dashboard import charts, latency, queries, tables, tiles
+from sessions_app.usage.dashboard.scope import Scope
+from sessions_app.usage.dashboard.tiles import Tile
 
 __all__ = ["Dashboard", "Scope", "Tile", "build", "table"]
 

@@ -1,5 +1,5 @@
 """p50 and p95 of chat calls' times, per period and per day, read from histograms
-(services.rollups.histogram): the rolled-up days' stored ones beside those of the live rows.
+(usage.rollups.histogram): the rolled-up days' stored ones beside those of the live rows.
 
 A filter (agent, model, user) is not in the stored histograms' key: a filtered page makes its
 histograms from the calls themselves, the same way, so the figures mean the same.
@@ -11,10 +11,10 @@ from collections import Counter, defaultdict
 from datetime import UTC, date
 
 from sessions_app.models import CallKind, LatencyDay
-from sessions_app.services.dashboard.scope import CURRENT, PREVIOUS, Scope, day
-from sessions_app.services.percentiles import FRACTIONS, Spreads
-from sessions_app.services.rollups import histogram
-from sessions_app.services.rollups.days import LATENCY
+from sessions_app.usage.dashboard.scope import CURRENT, PREVIOUS, Scope, day
+from sessions_app.usage.percentiles import FRACTIONS, Spreads
+from sessions_app.usage.rollups import histogram
+from sessions_app.usage.rollups.days import LATENCY
 
 Histograms = dict[str, Counter[int]]
 

@@ -8,10 +8,10 @@ from datetime import date
 from typing import Any
 
 from sessions_app.models import CallKind, RunStatus
-from sessions_app.services.dashboard.queries import Rows
-from sessions_app.services.dashboard.scope import CURRENT, Scope
-from sessions_app.services.dashboard.tiles import BACKGROUND
-from sessions_app.services.percentiles import Spreads
+from sessions_app.usage.dashboard.queries import Rows
+from sessions_app.usage.dashboard.scope import CURRENT, Scope
+from sessions_app.usage.dashboard.tiles import BACKGROUND
+from sessions_app.usage.percentiles import Spreads
 
 Chart = dict[str, Any]
 Field = Callable[[dict[str, Any]], Any]

@@ -1,6 +1,6 @@
 """Usage over time, summed from the per-call rows (LLMCall), grouped by day, model, agent or user.
 
-Sums and counts are SQL aggregates; percentiles come from services.percentiles, in SQL where the
+Sums and counts are SQL aggregates; percentiles come from usage.percentiles, in SQL where the
 database can.
 """
 
@@ -14,8 +14,8 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from sessions_app.models import LLMCall, User
-from sessions_app.services.percentiles import percentiles
 from sessions_app.services.permissions import staff_may
+from sessions_app.usage.percentiles import percentiles
 
 GroupBy = Literal["day", "model", "agent", "user"]
 DEFAULT_DAYS = 30
