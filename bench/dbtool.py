@@ -26,6 +26,7 @@ from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from bench import dashdata, datasetdata, seeding  # noqa: E402
+from sessions_app.accounts import create_token  # noqa: E402
 from sessions_app.models import (  # noqa: E402
     Agent,
     CallKind,
@@ -36,7 +37,6 @@ from sessions_app.models import (  # noqa: E402
     RunStatus,
     Session,
 )
-from sessions_app.services.tokens import create_token  # noqa: E402
 from testkit.querycount import Counted, count_queries  # noqa: E402
 
 User = get_user_model()

@@ -239,7 +239,7 @@ PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
 PARLEY_NGINX = getenv("PARLEY_NGINX", "")
 # Wrong passwords for one account from one client address within the window (seconds) before
 # that address gets no more checked for it; as many for an account from all addresses together
-# start slowing the addresses that failed for it (sessions_app/services/login_throttle.py).
+# start slowing the addresses that failed for it (sessions_app/accounts/login_throttle.py).
 # 0 turns the throttle off. Counted in the database: every process sees them.
 PARLEY_LOGIN_FAILURES = envint("PARLEY_LOGIN_FAILURES", 10)
 # Wrong passwords from one address, whatever the accounts; higher: many people may sign in from

@@ -7,6 +7,7 @@ from django.utils.functional import lazy
 from django.views.generic import RedirectView
 
 from project.api import api
+from sessions_app import accounts
 from sessions_app.usage import dashboard_view
 from sessions_app.web import views
 
@@ -18,8 +19,8 @@ urlpatterns = [
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
-    path("accounts/", include("sessions_app.web.auth_urls")),
-    path("tokens/", include("sessions_app.web.token_urls")),
+    path("accounts/", include(accounts.auth_urls)),
+    path("tokens/", include(accounts.token_urls)),
     path("", include("sessions_app.web.urls")),
 ]
 

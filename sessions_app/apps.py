@@ -9,7 +9,7 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from sessions_app import checks  # noqa: F401  (registers the system checks)
-        from sessions_app.services import signins  # noqa: F401  (connects its signal receivers)
+        from sessions_app.accounts import signins  # noqa: F401  (connects its signal receivers)
         from sessions_app.usage import deleted
 
         deleted.connect()

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.test import Client
 
+from sessions_app.accounts import create_token
 from sessions_app.models import Agent, CallKind, LLMCall, Message, Role, Run, RunStatus, Session
-from sessions_app.services.tokens import create_token
 from tests.asgiclient import ASGIClient, StreamedResponse
 
 

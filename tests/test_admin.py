@@ -12,6 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from sessions_app.accounts import create_token
 from sessions_app.admin.sessions import SessionAdmin
 from sessions_app.models import (
     Agent,
@@ -25,7 +26,6 @@ from sessions_app.models import (
     RunStatus,
     Session,
 )
-from sessions_app.services.tokens import create_token
 from tests.apiclient import stored_run
 
 pytestmark = pytest.mark.django_db

@@ -485,8 +485,8 @@ async def test_anonymous_callers_cannot_touch_runs(agent, upstream, method, path
 async def test_a_token_that_no_longer_holds_starts_no_run_and_answers_401(
     alice, bob, agent, upstream
 ):
+    from sessions_app.accounts import create_token
     from sessions_app.models import ApiToken
-    from sessions_app.services.tokens import create_token
 
     _, revoked = await sync_to_async(create_token)(alice, "revoked")
     await ApiToken.objects.filter(user=alice).adelete()
@@ -508,8 +508,8 @@ async def test_a_token_that_no_longer_holds_starts_no_run_and_answers_401(
 async def test_runs_started_together_have_each_token_checked_on_its_own(
     alice, bob, agent, upstream
 ):
+    from sessions_app.accounts import create_token
     from sessions_app.models import ApiToken
-    from sessions_app.services.tokens import create_token
 
     clients = {}
     for user in (alice, bob):
@@ -531,7 +531,7 @@ async def test_runs_started_together_have_each_token_checked_on_its_own(
 
 
 def test_a_token_claim_never_shows_the_token_it_holds():
-    from sessions_app.services.tokens import TokenClaim
+    from sessions_app.accounts import TokenClaim
 
     # Claims wait in the run's creation queue, whose items may appear in logs and tracebacks.
     assert "prl_secret" not in repr(TokenClaim("prl_secret"))

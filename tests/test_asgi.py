@@ -15,7 +15,7 @@ from asgiref.sync import SyncToAsync
 from django.conf import settings as django_settings
 from django.test import AsyncClient
 
-from sessions_app.services.tokens import create_token
+from sessions_app.accounts import create_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,8 +17,8 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.utils import timezone
 
+from sessions_app.accounts import user_for_token
 from sessions_app.models import Agent, ApiToken, User
-from sessions_app.services.tokens import user_for_token
 from tests.asgiclient import ASGIClient
 
 

@@ -30,8 +30,8 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from datasets_app.models import Dataset, DatasetItem
 from datasets_app.services import catalog
 from project.api import api
+from sessions_app.accounts import create_token
 from sessions_app.models import Agent, ApiToken, LLMCall, Message, Run, Session, User
-from sessions_app.services.tokens import create_token
 from sessions_app.web.consumer import ChatConsumer
 from tests.apiclient import bearer, default_agent, stored_run
 from tests.roles import support_group

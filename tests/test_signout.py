@@ -18,8 +18,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from project.asgi import application
+from sessions_app.accounts import create_token
 from sessions_app.models import Run, User
-from sessions_app.services.tokens import create_token
 from tests.conftest import ROOT, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -177,7 +177,7 @@ async def test_logging_out_closes_that_browser_s_sockets_and_no_other(
 async def test_a_browser_signed_in_before_this_release_is_signed_out_all_the_same(
     alice, agent, upstream
 ):
-    from sessions_app.events.signout import TAG_KEY
+    from sessions_app.accounts.signout import TAG_KEY
 
     client = await browser(alice)
 
@@ -270,7 +270,7 @@ async def test_saving_other_fields_of_the_account_tells_the_other_processes_noth
     from channels.layers import get_channel_layer
 
     from serving import layers
-    from sessions_app.events.signout import user_group
+    from sessions_app.accounts.signout import user_group
     from tests.test_realtime_redis import REDIS_URL, redis_available
 
     if not redis_available():

@@ -10,8 +10,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from sessions_app.accounts import create_token
 from sessions_app.models import ApiToken
-from sessions_app.services.tokens import create_token
 
 pytestmark = pytest.mark.django_db
 

@@ -14,11 +14,11 @@ from django.utils.safestring import SafeString
 
 from datasets_app.models import Dataset
 from datasets_app.services import feeds
+from sessions_app.accounts import describe_expiry
 from sessions_app.admin import display
 from sessions_app.admin.base import total_per_row
 from sessions_app.models import Agent, ApiToken, Session
 from sessions_app.services import statesize
-from sessions_app.services.tokens import describe_expiry
 
 FEWSHOT_FIELDS = ["fewshot_dataset", "fewshot_count", "fewshot_order"]
 SHOWN_TO_EVERYONE = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 
-from sessions_app.services.login_throttle import ThrottledLogin
+from sessions_app.accounts import ThrottledLogin
 
 
 class AdminLoginForm(ThrottledLogin, AdminAuthenticationForm):

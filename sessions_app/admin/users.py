@@ -8,10 +8,10 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
 
+from sessions_app.accounts import signins
 from sessions_app.admin import display
 from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.models import LLMCall, Run, Session, User
-from sessions_app.services import signins
 
 _password_change = admin.site.password_change
 

@@ -10,7 +10,7 @@ from ninja.errors import HttpError
 from ninja.security import APIKeyCookie, HttpBearer
 from ninja.utils import check_csrf
 
-from sessions_app.services.tokens import PREFIX, TokenClaim, user_for_token
+from sessions_app.accounts import PREFIX, TokenClaim, user_for_token
 
 
 class BearerToken(HttpBearer):

@@ -13,13 +13,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
 
+from sessions_app.accounts import TokenExpired, Unauthorized
 from sessions_app.engine import InputError, RunConflict
 from sessions_app.services import outage
 from sessions_app.services.access import NotFound
 from sessions_app.services.ratelimit import RateLimited
 from sessions_app.services.sessions import SessionBusy, SessionIdTaken
 from sessions_app.services.statesize import StateTooLarge
-from sessions_app.services.tokens import TokenExpired, Unauthorized
 
 NOT_FOUND = "Not found."
 UNAUTHENTICATED = "Authentication required: a Bearer token or a session."

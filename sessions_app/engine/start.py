@@ -20,6 +20,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from datasets_app.services import fewshot
+from sessions_app import accounts
 from sessions_app.engine import early, liveness
 from sessions_app.engine.errors import InputError, RunConflict
 from sessions_app.engine.generate import generate
@@ -38,12 +39,12 @@ from sessions_app.models import (
     User,
 )
 from sessions_app.process import WORKER_ID
-from sessions_app.services import accounts, ratelimit, statesize, tokens, tools
+from sessions_app.services import ratelimit, statesize, tools
 from sessions_app.services.access import get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
 from sessions_app.services.sessions import default_session_name
 
-Claim = tokens.TokenClaim | accounts.SignedIn
+Claim = accounts.TokenClaim | accounts.SignedIn
 
 
 @dataclass
@@ -82,7 +83,7 @@ async def start_run(
 ) -> RunHandle:
     """Create the run (and the session, when none is given) and start streaming its answer.
     `user` may be a claim not checked yet, checked first: a bearer token (refused, it raises
-    tokens.Unauthorized) or a socket's sign-in (accounts.Inactive when the account is not active
+    accounts.Unauthorized) or a socket's sign-in (accounts.Inactive when the account is not active
     any more)."""
     text = validate_input(input)
     if session_state is not None and not isinstance(session_state, dict):
@@ -134,11 +135,11 @@ def _create_runs(asks: list[Ask]) -> list[Plan | Exception]:
 
 def _check_claims(asks: list[Ask], outcomes: list[Plan | Exception | None]) -> None:
     """Replace each claim by its user, as the database has it now, or refuse the ask."""
-    claimed = [i for i, ask in enumerate(asks) if isinstance(ask.user, tokens.TokenClaim)]
+    claimed = [i for i, ask in enumerate(asks) if isinstance(ask.user, accounts.TokenClaim)]
     if claimed:
         raws = [asks[i].user.raw for i in claimed]  # type: ignore[union-attr]
-        for i, user in zip(claimed, tokens.users_for_tokens(raws), strict=True):
-            if isinstance(user, tokens.Unauthorized):
+        for i, user in zip(claimed, accounts.users_for_tokens(raws), strict=True):
+            if isinstance(user, accounts.Unauthorized):
                 outcomes[i] = user
             else:
                 asks[i].user = user

@@ -22,10 +22,10 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError
 
-from sessions_app import engine, events
-from sessions_app.events import signout
+from sessions_app import accounts, engine, events
+from sessions_app.accounts import signout
 from sessions_app.models import Session
-from sessions_app.services import accounts, outage, ratelimit
+from sessions_app.services import outage, ratelimit
 from sessions_app.services.access import NotFound, get_run_for_owner, get_session_for_user
 from sessions_app.web import feed, rendering
 

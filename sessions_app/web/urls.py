@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.urls import path, register_converter
 
-from sessions_app.web import account_views, views
+from sessions_app import accounts
+from sessions_app.web import views
 
 
 class SessionIdConverter:
@@ -27,6 +28,6 @@ urlpatterns = [
     path("s/<session_id:session_id>/settings", views.session_settings, name="session_settings"),
     path("s/<session_id:session_id>/state", views.session_state, name="session_state"),
     path("sessions/", views.session_list, name="session_list"),
-    path("settings/", account_views.account_settings, name="account_settings"),
+    path("settings/", accounts.account_settings, name="account_settings"),
     path("runs/<uuid:run_id>/feedback", views.run_feedback, name="run_feedback"),
 ]

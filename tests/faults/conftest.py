@@ -30,7 +30,7 @@ def parley_env(upstream: ScriptedUpstream, **settings: str) -> dict[str, str]:
 # Run by `manage.py shell`: the user alice and a token of hers, printed.
 CREATE_ALICE = f"""
 from sessions_app.models import User
-from sessions_app.services.tokens import create_token
+from sessions_app.accounts import create_token
 print(create_token(User.objects.create_user("alice", password="{PASSWORD}"))[1])
 """
 

@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app.services import tokens
+from sessions_app import accounts
 
 
 class Command(BaseCommand):
@@ -28,11 +28,11 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"No user named {username!r}.")
         try:
-            token, raw = tokens.create_token(user, name, expires_at=_expiry(options))
+            token, raw = accounts.create_token(user, name, expires_at=_expiry(options))
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         until = (
-            f" It works until {tokens.describe_expiry(token.expires_at)}."
+            f" It works until {accounts.describe_expiry(token.expires_at)}."
             if token.expires_at
             else " It does not expire."
         )
@@ -43,7 +43,7 @@ class Command(BaseCommand):
 
 def _expiry(options: dict[str, Any]) -> Any:
     if options.get("expires_in") is not None:
-        return tokens.expiry_in_days(options["expires_in"])
+        return accounts.expiry_in_days(options["expires_in"])
     if options.get("expires"):
         try:
             day = date.fromisoformat(options["expires"])
@@ -51,5 +51,5 @@ def _expiry(options: dict[str, Any]) -> Any:
             raise CommandError(
                 f"--expires takes a date as YYYY-MM-DD, not {options['expires']!r}."
             ) from exc
-        return tokens.expiry_on(day)
+        return accounts.expiry_on(day)
     return None

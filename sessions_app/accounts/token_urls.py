@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app.web import token_views
+from sessions_app.accounts import token_views
 
 urlpatterns = [
     path("", token_views.api_tokens, name="api_tokens"),

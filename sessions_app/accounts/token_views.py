@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from sessions_app.services import tokens as token_service
+from sessions_app.accounts import tokens as token_service
 from sessions_app.services.access import NotFound
 
 

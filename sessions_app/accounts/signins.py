@@ -19,7 +19,7 @@ from django.db.models.signals import post_delete, post_init, post_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
-from sessions_app.events import signout
+from sessions_app.accounts import signout
 from sessions_app.models import User
 
 # The sign-in tag of the browser whose request is changing a password (see `keeping`).

@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from sessions_app.services.login_throttle import ThrottledLogin
+from sessions_app.accounts.login_throttle import ThrottledLogin
 from sessions_app.usernames import SIGN_UP_RULE
 
 
