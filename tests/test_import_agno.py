@@ -26,6 +26,7 @@ from django.http import HttpResponse
 from django.test import Client
 from pytest_django.asserts import assertContains
 
+from sessions_app.agno_import import import_agno as import_agno_service
 from sessions_app.models import (
     Agent,
     ImportedIdentity,
@@ -36,7 +37,6 @@ from sessions_app.models import (
     SessionSource,
     User,
 )
-from sessions_app.services.agno_import import import_agno as import_agno_service
 from sessions_app.usage import dashboard
 from sessions_app.usage.dashboard import Scope
 from sessions_app.usage.rollups import fill

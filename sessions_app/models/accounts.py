@@ -32,7 +32,7 @@ class User(AbstractUser):
 
 class ImportedIdentity(models.Model):
     """The account a user of an imported database has here, so each later import of the same
-    `source` finds it again, whatever the account is called by then (services/agno_import)."""
+    `source` finds it again, whatever the account is called by then (sessions_app/agno_import)."""
 
     source = models.CharField(max_length=255, help_text="The database imported from.")
     external_user_id = models.CharField(max_length=150, help_text="The user's id there.")

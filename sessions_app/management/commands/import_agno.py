@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from sessions_app.services.agno_import import (
+from sessions_app.agno_import import (
     DEFAULT_PREFIX,
     MappingError,
     SourceError,

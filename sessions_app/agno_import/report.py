@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sessions_app.services.agno_import.store import Stored
+from sessions_app.agno_import.store import Stored
 
 # Skips listed one by one; those older than --since are only counted.
 LISTED = ("team", "workflow", "malformed", "user", "staff", "conflict", "error")

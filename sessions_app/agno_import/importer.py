@@ -11,12 +11,12 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
+from sessions_app.agno_import.identities import Directory, UserMapping, named_accounts
+from sessions_app.agno_import.parse import Skip, parse_row
+from sessions_app.agno_import.report import Report
+from sessions_app.agno_import.source import Source, SourceError, Table, open_source
+from sessions_app.agno_import.store import Stored, store_session
 from sessions_app.models import ImportedIdentity
-from sessions_app.services.agno_import.identities import Directory, UserMapping, named_accounts
-from sessions_app.services.agno_import.parse import Skip, parse_row
-from sessions_app.services.agno_import.report import Report
-from sessions_app.services.agno_import.source import Source, SourceError, Table, open_source
-from sessions_app.services.agno_import.store import Stored, store_session
 
 log = logging.getLogger("parley.agno_import")
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
+from sessions_app.agno_import.parse import Skip
+from sessions_app.agno_import.user_map import MappingError
 from sessions_app.models import ImportedIdentity, User
-from sessions_app.services.agno_import.parse import Skip
-from sessions_app.services.agno_import.user_map import MappingError
 
 DEFAULT_PREFIX = "agno:"
 MAPPED, EARLIER, NEW = "mapped", "earlier import", "new account, inactive"

@@ -15,6 +15,14 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
+from sessions_app.agno_import.identities import Directory, Placed
+from sessions_app.agno_import.parse import (
+    AgnoAgent,
+    AgnoMessage,
+    AgnoRun,
+    AgnoSession,
+    Skip,
+)
 from sessions_app.models import (
     Agent,
     CallKind,
@@ -25,14 +33,6 @@ from sessions_app.models import (
     Session,
     SessionSource,
     User,
-)
-from sessions_app.services.agno_import.identities import Directory, Placed
-from sessions_app.services.agno_import.parse import (
-    AgnoAgent,
-    AgnoMessage,
-    AgnoRun,
-    AgnoSession,
-    Skip,
 )
 from sessions_app.services.sessions import default_session_name
 from sessions_app.usage import add_late
