@@ -51,14 +51,6 @@ class CollectOneForm(CollectForm):
         return data
 
 
-class CollectPermission:
-    """Mixed into the session and run admins: "Add to dataset…" shows to staff who may add
-    dataset items."""
-
-    def has_collect_permission(self, request: HttpRequest) -> bool:
-        return may_collect(request.user)
-
-
 def may_collect(user: Any) -> bool:
     return staff_may(user, "add", DatasetItem)
 
@@ -132,6 +124,8 @@ def add_many(
 
 def _collect_action(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> Any:
     """The chosen dataset and status, asked on a page of its own, then every selected row."""
+    if not may_collect(request.user):  # the lists offer it only then (hooks); checked again
+        raise PermissionDenied
     form = CollectForm(request.POST if "apply" in request.POST else None)
     if form.is_bound and form.is_valid():
         tally = add_many(
@@ -169,12 +163,13 @@ def no_dataset_context(request: HttpRequest) -> dict[str, Any]:
     }
 
 
-@admin.action(description="Add the selected sessions to a dataset…", permissions=["collect"])
+# Added to the session and run lists by `hooks`, for staff who may add dataset items.
+@admin.action(description="Add the selected sessions to a dataset…")
 def add_sessions_to_dataset(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> Any:
     return _collect_action(modeladmin, request, queryset)
 
 
-@admin.action(description="Add the selected runs to a dataset…", permissions=["collect"])
+@admin.action(description="Add the selected runs to a dataset…")
 def add_runs_to_dataset(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -> Any:
     return _collect_action(modeladmin, request, queryset)
 

@@ -3,7 +3,8 @@ who chats with the agent. So every item shown must have been accepted by a perso
 that adds items as accepted without review may not meet such a dataset.
 
 Every door that saves a rule (the dataset's admin page) or points an agent at a dataset (the
-agent's admin page, POST and PATCH /api/agents) asks here, so they refuse alike.
+agent's admin page, POST and PATCH /api/agents) asks here, so they refuse alike: the chat
+app's doors through the hooks this app fills (`datasets_app.hooks`, `datasets_app.admin.hooks`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from datasets_app.models import Dataset, DatasetRule, ItemStatus
 from sessions_app.models import Agent
+from sessions_app.services.access import NotFound
 
 WHY = (
     "its examples are shown to everyone who chats with the agent, so each must be accepted "
@@ -47,6 +49,15 @@ def check_rule(dataset_id: Any, status: str) -> None:
             f"A rule cannot add items as accepted here: this dataset gives few-shot examples "
             f"to {_names(fed)}, and {WHY} Let the rule add them as pending and review them."
         )
+
+
+def check_agent_dataset(dataset_id: Any) -> None:
+    """What POST and PATCH /api/agents ask of a `fewshot_dataset_id`: an unknown dataset is a
+    404 (like an unknown agent_id when creating a session), one with a rule that skips review a
+    409 (this app's API handler answers UnreviewedExamples)."""
+    if dataset_id is not None and not Dataset.objects.filter(pk=dataset_id).exists():
+        raise NotFound
+    check_feed(dataset_id)
 
 
 def check_feed(dataset_id: Any) -> None:

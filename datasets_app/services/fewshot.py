@@ -14,21 +14,27 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import F
 
 from datasets_app.export.redact import Redactor
 from datasets_app.models import DatasetItem, ItemSource, ItemStatus
+from datasets_app.services import feeds
 from datasets_app.services.snapshot import conversation
 from sessions_app.models import Agent, FewShotOrder, Role
+from sessions_app.services.examples import Examples
 
 
-@dataclass
-class Examples:
-    item_ids: list[str] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
+class DatasetExamples:
+    """The chat app's few-shot source (sessions_app.services.examples.ExampleSource), set by
+    this app's AppConfig.ready: what the engine sends and what the agents service refuses."""
+
+    def examples_for(self, agents: Iterable[Agent]) -> dict[Any, Examples]:
+        return examples_for(agents)
+
+    def check_dataset(self, dataset_id: Any) -> None:
+        feeds.check_agent_dataset(dataset_id)
 
 
 def examples_for(agents: Iterable[Agent]) -> dict[Any, Examples]:

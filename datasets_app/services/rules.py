@@ -8,7 +8,6 @@ import hashlib
 import logging
 from collections.abc import Callable
 
-from django.db import transaction
 from django.db.models import QuerySet
 
 from datasets_app.models import DatasetItem, DatasetRule, ItemSource, Rater
@@ -38,13 +37,9 @@ def matches(rule: DatasetRule, run: Run, rater: str) -> bool:
     return _rating_by(run, rater) == rule.rating and sampled(rule, run)
 
 
-def after_rating(runs: QuerySet[Run], rater: str) -> None:
-    """Called by whoever saved the ratings (`rater` is "user" or "staff"); the work happens once
-    they are committed, and a failure here never undoes a rating."""
-    transaction.on_commit(lambda: _apply(runs, rater))
-
-
-def _apply(runs: QuerySet[Run], rater: str) -> None:
+def on_run_rated(sender: object, runs: QuerySet[Run], rater: str, **kwargs: object) -> None:
+    """The receiver of sessions_app's `run_rated` (`rater` is "user" or "staff"), sent once the
+    ratings are committed: a failure here never undoes a rating."""
     rules = list(DatasetRule.objects.filter(active=True).select_related("dataset"))
     if not rules and not DatasetItem.objects.exists():
         return

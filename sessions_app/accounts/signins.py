@@ -1,4 +1,4 @@
-"""Sign-ins that end, from Django's signals to the chat sockets (see `events.signout`).
+"""Sign-ins that end, from Django's signals to the chat sockets (see `signout`).
 
 Signing out closes that browser's sockets (not the user's other browsers). A deactivated or
 removed account closes all its sockets; a new password closes those of the user's other

@@ -12,10 +12,10 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 from django.utils import timezone
 
-from datasets_app.services import rules
 from sessions_app.api.schemas import MessageOut, RunOut, SessionOut
 from sessions_app.models import ACTIVE_STATUSES, Message, Run, Session
 from sessions_app.services.sessions import with_metrics
+from sessions_app.signals import send_run_rated
 
 CHUNK = 200
 
@@ -27,7 +27,7 @@ def _rate(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run], rating
     stamp = timezone.now()
     changed = finished.update(staff_rating=rating, staff_rated_at=stamp)
     # The selection may have been filtered by rating: find the rated runs by their stamp.
-    rules.after_rating(Run.objects.filter(staff_rated_at=stamp, staff_rating=rating), "staff")
+    send_run_rated(Run.objects.filter(staff_rated_at=stamp, staff_rating=rating), "staff")
     running = selected.filter(status__in=ACTIVE_STATUSES).count()
     label = "good" if rating == 1 else "bad"
     note = f"; {running} still answering, left unrated" if running else ""

@@ -12,45 +12,19 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
-from datasets_app.models import Dataset
-from datasets_app.services import feeds
 from sessions_app.accounts import describe_expiry
-from sessions_app.admin import display
+from sessions_app.admin import display, extensions
 from sessions_app.admin.base import total_per_row
 from sessions_app.models import Agent, ApiToken, Session
 from sessions_app.services import statesize
 
-FEWSHOT_FIELDS = ["fewshot_dataset", "fewshot_count", "fewshot_order"]
-SHOWN_TO_EVERYONE = (
-    "The examples are other people's conversations, shown to everyone who chats with this "
-    "agent. Only items a person accepted are sent (never those a rule accepted before anyone "
-    "reviewed them, nor those of users who turned off training use), with e-mail addresses, "
-    "phone numbers and keys masked as an export's redaction masks them."
-)
 
-
-class AgentForm(forms.ModelForm):
-    """The admin's own form (its fields come from AgentAdmin's fieldsets): the few-shot dataset
-    checked for rules that skip review, the state's size limit."""
+class AgentForm(extensions.SectionChecks, forms.ModelForm):
+    """The admin's own form (its fields come from AgentAdmin's fieldsets): the state's size
+    limit, and the checks of the sections other apps add (datasets: the few-shot fields)."""
 
     # No Meta: the admin builds the form from its fieldsets, and any fields named here would
     # replace them.
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if "fewshot_dataset" in self.fields:
-            self.fields["fewshot_dataset"].help_text = (
-                "Its accepted items are shown to everyone who chats with this agent. A dataset "
-                "with a rule that adds items as accepted is refused."
-            )
-
-    def clean_fewshot_dataset(self) -> Dataset | None:
-        dataset: Dataset | None = self.cleaned_data["fewshot_dataset"]
-        try:
-            feeds.check_feed(dataset.pk if dataset else None)
-        except feeds.UnreviewedExamples as exc:
-            raise ValidationError(str(exc)) from exc
-        return dataset
-
     def clean_session_state(self) -> Any:
         value = self.cleaned_data.get("session_state")
         try:
@@ -71,13 +45,14 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name", "model", "instructions"]
 
     def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> list[Any]:
-        rest = [name for name in self.get_fields(request, obj) if name not in FEWSHOT_FIELDS]
-        fewshot = {
-            "fields": FEWSHOT_FIELDS,
-            "description": "Accepted items of a dataset, sent as example turns before the "
-            f"history of every run. {SHOWN_TO_EVERYONE}",
-        }
-        return [(None, {"fields": rest}), ("Few-shot examples", fewshot)]
+        """The agent's own fields, then a fieldset for each section other apps add."""
+        sections = extensions.form_sections(Agent)
+        owned = {name for section in sections for name in section.fields}
+        rest = [name for name in self.get_fields(request, obj) if name not in owned]
+        added = [
+            (s.title, {"fields": list(s.fields), "description": s.description}) for s in sections
+        ]
+        return [(None, {"fields": rest}), *added]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         count = total_per_row(Session.objects.all(), "agent", "COUNT")

@@ -9,8 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from datasets_app.admin import collect, panel
-from sessions_app.admin import actions, display, transcript
+from sessions_app.admin import actions, display, extensions, transcript
 from sessions_app.admin.base import MetricColumns, RecordAdmin
 from sessions_app.admin.filters import ModelNameFilter, RatingFilter, StaffRatingFilter
 from sessions_app.models import Message, Run, Session
@@ -19,7 +18,7 @@ from sessions_app.services.sessions import session_title
 
 
 @admin.register(Run)
-class RunAdmin(collect.CollectPermission, MetricColumns, RecordAdmin):
+class RunAdmin(extensions.ExtraActions, MetricColumns, RecordAdmin):
     list_display = [
         "run", "session_link", "user", "agent", "status_badge", "model", "tokens",
         "first_token", "took", "cost", "rated", "staff_rated", "created_at",
@@ -30,10 +29,8 @@ class RunAdmin(collect.CollectPermission, MetricColumns, RecordAdmin):
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
     list_select_related = ["session", "user", "agent"]
-    actions = [
-        actions.rate_up, actions.rate_down, actions.export_runs_json,
-        collect.add_runs_to_dataset,
-    ]  # fmt: skip
+    # Then those other apps add (ExtraActions).
+    actions = [actions.rate_up, actions.rate_down, actions.export_runs_json]
     fields = [
         "session_link", "user_link", "agent_link", "position", "status_badge", "model",
         "model_provider", "created_at", "finished_at", "metrics", "feedback", "staff_review",
@@ -96,7 +93,7 @@ class RunAdmin(collect.CollectPermission, MetricColumns, RecordAdmin):
         run = context.get("original")
         if run is not None:
             context["detail"] = transcript.run_detail(run)
-            context.update(panel.run_context(request, run))
+            context.update(extensions.panel_context("run", request, run))
             context["highlight_css"] = highlight_css()
         return super().render_change_form(request, context, *args, **kwargs)
 

@@ -11,8 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from datasets_app.admin import collect, panel
-from sessions_app.admin import actions, display, transcript
+from sessions_app.admin import actions, display, extensions, transcript
 from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.admin.filters import HasErrorsFilter, HasFeedbackFilter, OwnerFilter
 from sessions_app.ids import session_id_or_none
@@ -47,7 +46,7 @@ class SessionForm(forms.ModelForm):
 
 
 @admin.register(Session)
-class SessionAdmin(collect.CollectPermission, ListAdmin):
+class SessionAdmin(extensions.ExtraActions, ListAdmin):
     form = SessionForm
     list_display = [
         "title", "owner", "agent_name", "runs", "tokens", "cost", "errors", "source",
@@ -59,7 +58,7 @@ class SessionAdmin(collect.CollectPermission, ListAdmin):
     date_hierarchy = "created_at"
     ordering = ["-updated_at"]
     list_select_related = ["user", "agent"]
-    actions = [actions.export_sessions_json, collect.add_sessions_to_dataset]
+    actions = [actions.export_sessions_json]  # then those other apps add (ExtraActions)
     fieldsets = [
         (None, {"fields": ["owner_link", "agent_link", "source", "created_at", "updated_at"]}),
         (None, {"fields": ["totals"]}),
@@ -171,6 +170,7 @@ class SessionAdmin(collect.CollectPermission, ListAdmin):
             context["transcript"] = transcript.session_transcript(
                 session, request.GET.get("transcript", 1)
             )
-            context.update(panel.session_context(request, context["transcript"]["entries"]))
+            entries = context["transcript"]["entries"]
+            context.update(extensions.panel_context("session", request, entries))
             context["highlight_css"] = highlight_css()
         return super().render_change_form(request, context, *args, **kwargs)

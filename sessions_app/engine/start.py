@@ -19,7 +19,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from datasets_app.services import fewshot
 from sessions_app import accounts
 from sessions_app.engine import early, liveness
 from sessions_app.engine.errors import InputError, RunConflict
@@ -39,7 +38,7 @@ from sessions_app.models import (
     User,
 )
 from sessions_app.process import WORKER_ID
-from sessions_app.services import ratelimit, statesize, tools
+from sessions_app.services import examples, ratelimit, statesize, tools
 from sessions_app.services.access import get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
 from sessions_app.services.sessions import default_session_name
@@ -322,11 +321,11 @@ class _Creation:
     def _calls_of(self, live: list[int], runs: list[Run]) -> tuple[list[Any], list[Any]]:
         """What each run's model call is sent: messages (few-shot examples, history, the turn)
         and the tools offered."""
-        examples = fewshot.examples_for(self.agents[i] for i in live)
+        found = examples.examples_for(self.agents[i] for i in live)
         turns = []
         for i, run in zip(live, runs, strict=True):
             agent, session = self.agents[i], self.sessions[i]
-            given = examples.get(agent.pk, fewshot.Examples())
+            given = found.get(agent.pk, examples.Examples())
             run.fewshot_items = given.item_ids
             turns.append(Turn(agent, session, run.position, run.input, run.user, given.messages))
         return build_messages_many(turns), [tools.tool_specs(self.agents[i]) for i in live]

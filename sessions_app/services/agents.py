@@ -8,11 +8,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
-from datasets_app.models import Dataset
-from datasets_app.services import feeds
 from sessions_app.models import Agent, User
-from sessions_app.services import statesize
-from sessions_app.services.access import NotFound, agents_for_user, get_agent_for_user
+from sessions_app.services import examples, statesize
+from sessions_app.services.access import agents_for_user, get_agent_for_user
 from sessions_app.services.permissions import require
 
 EDITABLE_FIELDS = frozenset(
@@ -47,12 +45,10 @@ def _check_fields(values: dict[str, Any]) -> None:
         statesize.check("session_state", values["session_state"])
     if "name" in values and not str(values["name"]).strip():
         raise ValueError("name must not be blank.")
-    dataset_id = values.get("fewshot_dataset_id")
-    if dataset_id is not None and not Dataset.objects.filter(pk=dataset_id).exists():
-        # Like an unknown agent_id when creating a session: a missing object is a 404.
-        raise NotFound
     if "fewshot_dataset_id" in values:
-        feeds.check_feed(dataset_id)
+        # An unknown dataset is a 404, like an unknown agent_id when creating a session; one
+        # whose examples would skip review is refused by its app (409 from the datasets API).
+        examples.check_dataset(values["fewshot_dataset_id"])
 
 
 def list_agents(user: User) -> QuerySet[Agent]:

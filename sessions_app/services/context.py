@@ -220,7 +220,7 @@ class Turn(Place):
 
     input: str
     user: User
-    # Few-shot example turns (datasets_app.services.fewshot), sent before the history.
+    # Few-shot example turns (services/examples.py), sent before the history.
     examples: list[dict[str, Any]] = field(default_factory=list)
 
 

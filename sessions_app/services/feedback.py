@@ -6,9 +6,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from datasets_app.services import rules
 from sessions_app.models import Run, User
 from sessions_app.services.access import get_run_for_owner
+from sessions_app.signals import send_run_rated
 
 
 def set_feedback(user: User, run_id: Any, rating: int | None, comment: str = "") -> Run:
@@ -21,5 +21,5 @@ def set_feedback(user: User, run_id: Any, rating: int | None, comment: str = "")
     run.feedback_at = timezone.now() if rating is not None else None
     run.save(update_fields=["feedback_rating", "feedback_comment", "feedback_at"])
     if rating is not None:
-        rules.after_rating(Run.objects.filter(pk=run.pk), rater="user")
+        send_run_rated(Run.objects.filter(pk=run.pk), rater="user")
     return run

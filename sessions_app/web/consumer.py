@@ -5,7 +5,7 @@ handled immediately and a closed socket does not stop the answer; watching a ses
 `events.subscribe`, whose snapshot and later events `feed` renders as HTML.
 Frames and events are handled one at a time, in the order they came.
 A socket lasts only as long as its sign-in: it closes when that browser signs out, the password
-changes elsewhere (4401) or the account is deactivated (4403), told by `events.signout`; and
+changes elsewhere (4401) or the account is deactivated (4403), told by `accounts.signout`; and
 each frame is served only while the account is active, as the database says at that moment.
 """
 

@@ -1,0 +1,136 @@
+"""What other apps add to this app's admin pages without this app naming them: actions on the
+session and run lists, panels on a session's transcript and a run's page, and sections of the
+agent's form. Filled as those apps' admin modules load (admin autodiscovery, at start-up); read
+on every request, so the ModelAdmins here never import them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.admin.options import IS_POPUP_VAR
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db.models import Model
+from django.http import HttpRequest
+
+# The places of a page where a panel's templates are drawn.
+SLOTS = {
+    # A session's page: atop its transcript, in each run of it, after the page's own form.
+    "session": ("transcript", "transcript_run", "end"),
+    # A run's page: a section before its messages, after the page's own form.
+    "run": ("body", "end"),
+}
+
+
+@dataclass(frozen=True)
+class Action:
+    function: Callable[..., Any]  # an admin action, as ModelAdmin.actions lists them
+    allowed: Callable[[HttpRequest], bool]  # whether the list offers it to this request
+
+
+@dataclass(frozen=True)
+class Panel:
+    """What a panel adds to the page's context (the session page's context gets the request and
+    the transcript's entries; the run page's the request and the run), and the template it draws
+    at each slot."""
+
+    context: Callable[..., dict[str, Any]]
+    templates: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class FormSection:
+    """A fieldset of a model's admin form owned by another app: its fields (taken out of the
+    main fieldset), what it says, their help texts, and a check of each field's cleaned value
+    that raises ValidationError, shown on the field."""
+
+    title: str
+    fields: tuple[str, ...]
+    description: str = ""
+    help_texts: Mapping[str, str] = field(default_factory=dict)
+    checks: Mapping[str, Callable[[Any], None]] = field(default_factory=dict)
+
+
+_actions: dict[type[Model], list[Action]] = {}
+_panels: dict[str, list[Panel]] = {page: [] for page in SLOTS}
+_sections: dict[type[Model], list[FormSection]] = {}
+
+
+# Adding the same thing twice adds it once.
+
+
+def add_action(model: type[Model], action: Action) -> None:
+    _add(_actions.setdefault(model, []), action)
+
+
+def add_panel(page: str, panel: Panel) -> None:
+    unknown = set(panel.templates) - set(SLOTS[page])
+    if unknown:
+        raise ImproperlyConfigured(f"The {page} page has no slot {', '.join(sorted(unknown))}.")
+    _add(_panels[page], panel)
+
+
+def add_form_section(model: type[Model], section: FormSection) -> None:
+    _add(_sections.setdefault(model, []), section)
+
+
+def _add(registry: list[Any], entry: Any) -> None:
+    if entry not in registry:
+        registry.append(entry)
+
+
+def form_sections(model: type[Model]) -> list[FormSection]:
+    return list(_sections.get(model, ()))
+
+
+def panel_context(page: str, request: HttpRequest, *args: Any) -> dict[str, Any]:
+    """The panels' context for one page, and `panels`: each slot's template names."""
+    context: dict[str, Any] = {}
+    slots: dict[str, list[str]] = {slot: [] for slot in SLOTS[page]}
+    for panel in _panels[page]:
+        context.update(panel.context(request, *args))
+        for slot, template in panel.templates.items():
+            slots[slot].append(template)
+    context["panels"] = slots
+    return context
+
+
+class ExtraActions:
+    """Mixed into a ModelAdmin: its list offers, after its own, the actions other apps added for
+    its model, to the requests each allows."""
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions: dict[str, Any] = super().get_actions(request)  # type: ignore[misc]
+        if self.actions is None or IS_POPUP_VAR in request.GET:  # type: ignore[attr-defined]
+            return actions
+        for extra in _actions.get(self.model, ()):  # type: ignore[attr-defined]
+            if extra.allowed(request):
+                name = extra.function.__name__
+                description = getattr(extra.function, "short_description", name)
+                actions[name] = (extra.function, name, description)
+        return actions
+
+
+class SectionChecks:
+    """Mixed into a ModelForm: the help texts and checks of the model's FormSections."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for section in form_sections(self._meta.model):  # type: ignore[attr-defined]
+            for name, text in section.help_texts.items():
+                if name in self.fields:  # type: ignore[attr-defined]
+                    self.fields[name].help_text = text  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean()  # type: ignore[misc]
+        for section in form_sections(self._meta.model):  # type: ignore[attr-defined]
+            for name, check in section.checks.items():
+                if name not in data:
+                    continue
+                try:
+                    check(data[name])
+                except ValidationError as exc:
+                    self.add_error(name, exc)  # type: ignore[attr-defined]
+        return data
