@@ -1,7 +1,9 @@
-"""The layout's rule between the apps: datasets plug into the chat app (a signal, admin extension
-points, the few-shot source), and no module of `sessions_app` imports `datasets_app`, not even
-inside a function. The Agent's string reference "datasets_app.Dataset" is model state, not an
-import, and stays."""
+"""The folder tree is the architecture, and these rules keep the imports drawing it: datasets plug
+into the chat app (a signal, admin extension points, the few-shot source), so no module of
+`sessions_app` imports `datasets_app`, not even inside a function (the Agent's string reference
+"datasets_app.Dataset" is model state, not an import, and stays); the apps never import the
+processes that serve them nor the configuration; the safe defaults import no app; and the chat
+app's parts with an entrance are entered through it alone."""
 
 from __future__ import annotations
 
@@ -77,6 +79,55 @@ def test_the_check_finds_every_kind_of_import(source):
 )
 def test_the_check_leaves_other_imports_and_strings_alone(source):
     assert not offences(source, FORBIDDEN)
+
+
+def modules(*packages: str) -> Iterator[tuple[str, Path]]:
+    """(dotted name, path) of every module of the packages; migrations name what the code was
+    called when they were written, and are left out."""
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" not in path.parts:
+                parts = path.relative_to(ROOT).with_suffix("").parts
+                yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
+
+
+def imports_of(packages: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for _, path in modules(*packages)
+        for package in forbidden
+        for line, name in offences(path.read_text(encoding="utf-8"), package)
+    ]
+
+
+def test_project_is_configuration_only():
+    files = {p.name for p in (ROOT / "project").glob("*.py")}
+    assert files == {"__init__.py", "settings.py", "urls.py", "asgi.py", "api.py"}
+
+
+@pytest.mark.parametrize("package", ["sessions_app", "datasets_app", "safety"])
+def test_the_apps_never_import_the_processes_that_serve_them(package):
+    assert imports_of((package,), ("serving", "project")) == []
+
+
+def test_safe_defaults_import_no_app():
+    assert imports_of(("safety",), ("sessions_app", "datasets_app", "serving", "project")) == []
+
+
+# Parts of the chat app entered through their package alone: `from sessions_app.usage import
+# metrics` takes what the entrance names; `from sessions_app.usage.metrics import ...` reaches in.
+ENTERED_AT_THE_TOP = ("sessions_app.accounts", "sessions_app.usage", "sessions_app.agno_import")
+
+
+def test_parts_are_entered_through_their_package():
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for name, path in modules("sessions_app", "datasets_app", "serving", "project", "bench")
+        for line, target in imported(path.read_text(encoding="utf-8"))
+        for part in ENTERED_AT_THE_TOP
+        if target.startswith(part + ".") and not (name == part or name.startswith(part + "."))
+    ]
+    assert found == []
 
 
 def test_no_module_of_the_chat_app_imports_datasets():
