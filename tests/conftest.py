@@ -64,7 +64,7 @@ def staff(django_user_model):
 def support(django_user_model):
     """A staff member of the group "Support": may view everything of Parley's apps (sessions,
     runs, messages, model calls, agents, datasets and their items), and change nothing."""
-    from tests.roles import support_group
+    from tests.support.roles import support_group
 
     user = django_user_model.objects.create_user("support", password="x", is_staff=True)
     user.groups.add(support_group())
@@ -74,7 +74,7 @@ def support(django_user_model):
 @pytest.fixture
 def manager(django_user_model):
     """A staff member with every permission of Parley's apps, and no superuser."""
-    from tests.roles import every_permission
+    from tests.support.roles import every_permission
 
     user = django_user_model.objects.create_user("manager", password="x", is_staff=True)
     user.user_permissions.add(*every_permission())
@@ -99,7 +99,7 @@ def root(superuser) -> Client:
 @pytest.fixture
 def agent(db) -> Agent:
     """The default agent, Assistant, on the scripted model and with no instructions."""
-    from tests.apiclient import default_agent
+    from tests.support.apiclient import default_agent
 
     return default_agent()
 

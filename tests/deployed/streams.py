@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests.apiclient import parse_sse
+from tests.support.apiclient import parse_sse
 
 
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:

@@ -19,10 +19,10 @@ from playwright.sync_api import Browser, Page, expect
 from sessions_app.models import Message, Run, RunStatus, User
 from testkit.parley import ParleyProcess
 from testkit.upstream import Reply, ScriptedUpstream
-from tests.apiclient import bearer
 from tests.deployed.conftest import log_in, pid_of_run
 from tests.deployed.streams import StreamedRun, wait_until
 from tests.e2e.conftest import ACTION_TIMEOUT_MS
+from tests.support.apiclient import bearer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]
 

@@ -21,8 +21,8 @@ from django.test import Client
 from sessions_app.models import CallKind, LLMCall, Message, Run, RunStatus, Session, User
 from testkit.parley import ParleyProcess
 from testkit.upstream import Reply, ScriptedUpstream
-from tests.apiclient import bearer, parse_sse
-from tests.chatsocket import ChatTab, shown_text
+from tests.support.apiclient import bearer, parse_sse
+from tests.support.chatsocket import ChatTab, shown_text
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]
 

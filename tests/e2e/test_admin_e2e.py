@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from sessions_app.models import Agent, Session, User
-from tests.apiclient import stored_run
+from tests.support.apiclient import stored_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 
 from datasets_app.models import Dataset, DatasetItem
 from sessions_app.models import Agent, Session, User
-from tests.apiclient import stored_run
+from tests.support.apiclient import stored_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

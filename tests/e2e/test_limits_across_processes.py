@@ -19,8 +19,8 @@ from websockets.sync.client import connect
 
 from sessions_app.models import Run, User
 from testkit.parley import ParleyProcess
-from tests.apiclient import bearer
 from tests.conftest import subprocess_env
+from tests.support.apiclient import bearer
 
 T = TypeVar("T")
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]

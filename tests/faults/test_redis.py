@@ -24,9 +24,9 @@ from sessions_app.events.bridge import group_name
 from testkit.parley import ParleyProcess
 from testkit.services import PrivateRedis
 from testkit.upstream import Reply, ScriptedUpstream
-from tests.chatsocket import ChatTab
 from tests.faults.conftest import PASSWORD, api_client, parley_env, prepare
-from tests.waiting import until
+from tests.support.chatsocket import ChatTab
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.skipif(
     bool(PrivateRedis.unavailable()), reason=str(PrivateRedis.unavailable())

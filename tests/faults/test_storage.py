@@ -20,9 +20,9 @@ from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.engine.errors import UNSAVED
 from sessions_app.models import Message, Run, RunStatus, Session
 from testkit.upstream import Reply
-from tests.apiclient import asgi_client
-from tests.test_consumer import open_tab
-from tests.waiting import until
+from tests.support.apiclient import asgi_client
+from tests.support.chattab import open_tab
+from tests.support.waiting import until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

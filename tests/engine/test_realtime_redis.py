@@ -1,0 +1,130 @@
+"""Several processes behind one Redis: a tab follows an answer streamed by another process."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+import re
+import sys
+import textwrap
+import uuid
+
+import pytest
+import redis
+from channels.layers import get_channel_layer
+
+from serving import layers
+from sessions_app import events
+from sessions_app.events.bridge import group_name
+from sessions_app.models import Agent, Run, RunStatus
+from testkit.upstream import Reply
+from tests.conftest import ROOT, subprocess_env
+from tests.support.chattab import open_tab
+
+REDIS_URL = os.getenv("REDIS_URL") or "redis://127.0.0.1:6379/0"
+
+
+def redis_available() -> bool:
+    try:
+        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not redis_available() and not os.getenv("CI"), reason=f"no Redis at {REDIS_URL}"
+    ),
+]
+
+OTHER_PROCESS = textwrap.dedent(
+    """
+    import asyncio, django, os
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from sessions_app import events
+    from sessions_app import engine
+
+    async def main():
+        user = await get_user_model().objects.aget(username="alice")
+        handle = await engine.start_run(user, "a long answer, please")
+        print(handle.session_id, handle.run_id, flush=True)
+        await handle.wait()
+        await events.drain()
+        # Skip the loop's teardown, where a Redis client's cancelled blocking read can keep it
+        # waiting: everything this process had to say has been said.
+        os._exit(0)
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.fixture
+def redis_layer(settings):
+    settings.CHANNEL_LAYERS = {"default": layers.redis_layer(REDIS_URL)}
+
+
+async def test_a_tab_follows_an_answer_streamed_by_another_process(alice, upstream, redis_layer):
+    await Agent.objects.filter(is_default=True).aupdate(model="scripted", instructions="")
+    if not await Agent.objects.filter(is_default=True).aexists():
+        await Agent.objects.acreate(name="Assistant", model="scripted", is_default=True)
+    upstream.script(Reply(tokens=80, delay=0.03))
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        OTHER_PROCESS,
+        cwd=ROOT,
+        env=subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", REDIS_URL=REDIS_URL),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        line = await asyncio.wait_for(child.stdout.readline(), 30)
+        session_id, run_id = line.decode().split()
+        await asyncio.sleep(0.6)  # it is well into its answer when the tab opens
+
+        tab = await open_tab(alice)
+        await tab.send(action="watch", session_id=session_id)
+        await tab.until(f'data-run-id="{run_id}" data-run-status="completed"', timeout=20)
+        run = await Run.objects.aget(pk=run_id)
+        assert run.status == RunStatus.COMPLETED
+        expected = "".join(f"tok{i} " for i in range(80))
+        # What the other process had streamed before the tab came, then everything after:
+        # the whole answer, once.
+        assert tab.text_of(run_id) == expected == run.content
+        snapshots = [
+            html.unescape(m)
+            for frame in tab.frames
+            for m in re.findall(rf'id="run-{run_id}-text" class="stream-text">(.*?)</span>', frame)
+        ]
+        # The process running the answer told this one what it had streamed so far.
+        assert any(s and expected.startswith(s) and s != expected for s in snapshots)
+        await tab.close()
+    finally:
+        if child.returncode is None:
+            try:
+                await asyncio.wait_for(child.wait(), 15)
+            except TimeoutError:
+                child.kill()
+                await child.wait()
+                raise
+
+
+async def test_more_sessions_at_once_than_the_pool_has_connections_lose_no_event(redis_layer):
+    """One process streaming into more sessions than it has connections to Redis, each session
+    watched from elsewhere: every event arrives, none is refused for want of a connection."""
+    layer = get_channel_layer()
+    sessions = [str(uuid.uuid4()) for _ in range(layers.POOL_SIZE + 50)]
+    watchers = [await layer.new_channel() for _ in sessions]
+    groups = [group_name(s) for s in sessions]
+    # As many sockets joining their sessions' groups at once.
+    await asyncio.gather(*map(layer.group_add, groups, watchers))
+    for seq, session_id in enumerate(sessions):
+        events.hub.bridge.forward({"event": "RunContent", "session_id": session_id, "seq": seq})
+    await events.drain()
+    received = await asyncio.wait_for(asyncio.gather(*(layer.receive(w) for w in watchers)), 10)
+    assert [m["event"]["session_id"] for m in received] == sessions
+    assert [m["event"]["seq"] for m in received] == list(range(len(sessions)))
+    await asyncio.gather(*map(layer.group_discard, groups, watchers))
