@@ -10,9 +10,12 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 from django.utils import timezone
 
+from sessions_app.engine import liveness
 from sessions_app.models import Message, Run, RunStatus, Session
+from sessions_app.process import HOSTNAME
 from testkit.upstream import Reply
 from tests.apiclient import asgi_client
+from tests.test_run_failures import a_pid_gone
 
 pytestmark = pytest.mark.django_db
 
@@ -72,6 +75,47 @@ def test_a_session_page_shows_its_history_rendered_and_sanitized(alice, agent, a
     run = session.runs.get()
     assert f'data-run-id="{run.run_id}" data-run-status="completed"' in body
     assert 'data-testid="run-metrics"' in body and "3 tokens" in body
+
+
+def left_by_a_dead_process(user, agent, *, stop_asked: bool = False) -> Run:
+    """A run whose process died mid-answer, as the liveness check leaves it: the text of its
+    last checkpoint and no figures, since nobody counted them."""
+    session = make_session(user, agent, name="Cut short", turns=())
+    run = Run.objects.create(
+        session=session,
+        user=user,
+        agent=agent,
+        position=1,
+        status=RunStatus.RUNNING,
+        input="a long question",
+        content="the answer up to its last checkpoint",
+        worker=f"{HOSTNAME}:{a_pid_gone()}:0123abcd",
+        heartbeat_at=timezone.now(),
+        cancel_requested=stop_asked,
+    )
+    Message.objects.create(run=run, session=session, order=0, role="user", content=run.input)
+    Message.objects.create(run=run, session=session, order=1, role="assistant", content="")
+    assert liveness.reap_stale_runs() == [(run.pk, session.pk)]
+    run.refresh_from_db()
+    return run
+
+
+@pytest.mark.parametrize("stop_asked", [False, True])
+def test_an_answer_cut_short_claims_no_token_count(alice, agent, alice_client, stop_asked):
+    run = left_by_a_dead_process(alice, agent, stop_asked=stop_asked)
+    body = alice_client.get(f"/s/{run.session_id}/").content.decode()
+    status = "cancelled" if stop_asked else "interrupted"
+    assert f'data-run-id="{run.run_id}" data-run-status="{status}"' in body
+    assert "the answer up to its last checkpoint" in body
+    assert "0 tokens" not in body and 'data-testid="run-metrics"' not in body
+
+
+def test_a_stopped_answer_shows_the_tokens_parley_counted(alice, agent, alice_client):
+    session = make_session(alice, agent, turns=(("tell me", "the start of it"),))
+    session.runs.update(status=RunStatus.CANCELLED, output_tokens=4, usage_estimated=True)
+    body = alice_client.get(f"/s/{session.session_id}/").content.decode()
+    assert 'data-testid="run-metrics"' in body
+    assert "4 tokens" in body and "estimated" in body
 
 
 def test_someone_elses_session_page_is_404(alice, bob, agent, alice_client):
