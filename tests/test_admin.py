@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from sessions_app.admin.sessions import SessionAdmin
+from sessions_app.engine import liveness
 from sessions_app.models import (
     Agent,
     ApiToken,
@@ -25,8 +26,10 @@ from sessions_app.models import (
     RunStatus,
     Session,
 )
+from sessions_app.process import HOSTNAME
 from sessions_app.services.tokens import create_token
 from tests.apiclient import stored_run
+from tests.test_run_failures import a_pid_gone
 
 pytestmark = pytest.mark.django_db
 
@@ -268,7 +271,61 @@ def test_a_run_page_shows_its_messages_and_its_model_calls(root, conversation):
     assert "It is <strong>18 °C</strong>." in page
     assert "Context as sent (3 messages)" in page and "Earlier question" in page
     assert "1.73 s" in page
+    assert "Usage: reported by the model" in page
     assert 'name="_save"' not in page  # a record, read-only
+
+
+def run_pages(run: Run) -> list[str]:
+    """Where staff read a run's figures: its own page, its session's transcript, the runs list."""
+    return [
+        f"/admin/sessions_app/run/{run.run_id}/change/",
+        f"/admin/sessions_app/session/{run.session_id}/change/",
+        "/admin/sessions_app/run/",
+    ]
+
+
+def test_a_run_still_answering_says_its_figures_come_when_it_ends(root, alice, helper_agent):
+    session = Session.objects.create(user=alice, agent=helper_agent, session_name="Live")
+    run = Run.objects.create(
+        session=session,
+        user=alice,
+        agent=helper_agent,
+        position=1,
+        status=RunStatus.RUNNING,
+        input="Tell me a long story",
+        content="Once upon a time",
+    )
+    run_page, transcript, runs = (root.get(path).content.decode() for path in run_pages(run))
+    assert "Usage: still running: figures come when it ends" in run_page
+    assert "Tokens in: – · Tokens out: –" in run_page
+    assert "<dt>Usage</dt><dd>still running: figures come when it ends</dd>" in transcript
+    for page in (run_page, transcript):
+        assert "reported by the model" not in page
+    row = runs[runs.index("Tell me a long story") :].split("</tr>")[0]
+    assert '<td class="field-tokens">–</td>' in row
+
+
+def test_a_run_whose_process_died_says_its_figures_are_unknown(root, alice, helper_agent):
+    session = Session.objects.create(user=alice, agent=helper_agent, session_name="Cut")
+    run = Run.objects.create(
+        session=session,
+        user=alice,
+        agent=helper_agent,
+        position=1,
+        status=RunStatus.RUNNING,
+        input="Tell me a long story",
+        worker=f"{HOSTNAME}:{a_pid_gone()}:0123abcd",
+        heartbeat_at=timezone.now(),
+    )
+    assert liveness.reap_stale_runs() == [(run.pk, session.pk)]
+    run_page, transcript, runs = (root.get(path).content.decode() for path in run_pages(run))
+    assert "Usage: unknown: the run stopped before its use was counted" in run_page
+    assert "Tokens in: – · Tokens out: –" in run_page
+    assert "<dd>unknown: the run stopped before its use was counted</dd>" in transcript
+    for page in (run_page, transcript):
+        assert "reported by the model" not in page
+    row = runs[runs.index("Tell me a long story") :].split("</tr>")[0]
+    assert '<td class="field-tokens">–</td>' in row
 
 
 def test_every_table_has_a_list_that_staff_can_read(root, conversation, alice):

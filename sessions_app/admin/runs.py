@@ -64,7 +64,7 @@ class RunAdmin(collect.CollectPermission, MetricColumns, RecordAdmin):
 
     @admin.display(description="tokens", ordering="total_tokens")
     def tokens(self, obj: Run) -> str:
-        return display.tokens(obj.total_tokens)
+        return display.tokens(obj.total_tokens if obj.usage_known else None)
 
     @admin.display(description="rating", ordering="feedback_rating")
     def rated(self, obj: Run) -> str:
