@@ -136,13 +136,23 @@ def test_the_admin_is_closed_to_anyone_who_is_not_staff(alice, conversation, pat
 
 
 def test_the_session_list_shows_what_each_session_cost_and_whether_it_failed(root, conversation):
+    owner, agent = conversation.user, conversation.agent
+    clean = Session.objects.create(user=owner, agent=agent, session_name="Calm")
+    stored_run(clean, "Hello?", "Hi.")
+    stored_run(conversation, "Once more?", "", status=RunStatus.ERROR)
     page = root.get("/admin/sessions_app/session/").content.decode()
     row = page[page.index("Weather talk") :].split("</tr>")[0]
     assert ">alice<" in row and ">Helper<" in row
-    assert ">3<" in row  # runs
-    assert ">45<" in row  # tokens: three runs of 10 + 5
+    assert ">4<" in row  # runs
+    assert ">60<" in row  # tokens: four runs of 10 + 5
     assert "$0.0001" in row  # the priced call
-    assert 'alt="True"' in row  # has errors
+    failed = '<span class="parley-status status-error">2 failed</span>'
+    assert f'<td class="field-errors">{failed}</td>' in row
+    calm = page[page.index(">Calm<") :].split("</tr>")[0]
+    assert '<td class="field-errors"></td>' in calm  # nothing to mark
+    assert "icon-yes" not in page and "icon-no" not in page  # no ticks and crosses
+    transcript = root.get(f"/admin/sessions_app/session/{conversation.pk}/change/")
+    assert "4 runs · 60 tokens · $0.0001 · 2 runs failed" in transcript.content.decode()
 
 
 @pytest.mark.parametrize(
