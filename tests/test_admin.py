@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, timedelta
 
 import pytest
@@ -133,6 +134,29 @@ def test_the_admin_is_closed_to_anyone_who_is_not_staff(alice, conversation, pat
     response = user.get(path)
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
     assert conversation.session_name not in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/login/",
+        "/admin/",
+        "/admin/sessions_app/session/",
+        "/admin/sessions_app/session/{session}/change/",
+        "/admin/dashboard/",
+        "/admin/password_change/",
+    ],
+)
+def test_the_admin_goes_by_parleys_name(root, conversation, path):
+    client = Client() if path == "/admin/login/" else root
+    page = client.get(path.format(session=conversation.pk)).content.decode()
+    title = re.search(r"<title>(.*?)</title>", page, re.S).group(1)
+    header = re.search(r'<div id="site-name">(.*?)</div>', page, re.S).group(1)
+    assert title.strip().endswith("| Parley admin")
+    assert ">Parley</a>" in header
+    assert "Django" not in title + header
+    if path == "/admin/":
+        assert "<h1>Parley administration</h1>" in page
 
 
 def test_the_session_list_shows_what_each_session_cost_and_whether_it_failed(root, conversation):
