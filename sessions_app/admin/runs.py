@@ -48,7 +48,7 @@ class RunAdmin(collect.CollectPermission, MetricColumns, RecordAdmin):
 
     @admin.display(description="session", ordering="session__session_name")
     def session_link(self, obj: Run) -> SafeString | str:
-        return display.admin_link(obj.session, session_title(obj.session))
+        return display.admin_link(obj.session, display.excerpt(session_title(obj.session), 60))
 
     @admin.display(description="user")
     def user_link(self, obj: Run) -> SafeString | str:
