@@ -1,17 +1,23 @@
-"""The API tokens page: create (the raw token is shown once), rename, list and revoke one's own."""
+"""The API tokens page: create (the raw token is shown once, after a redirect), rename, list and
+revoke one's own."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods, require_POST
 
 from sessions_app.accounts import tokens as token_service
+from sessions_app.models import ApiToken
 from sessions_app.services.access import NotFound
 
 
@@ -47,26 +53,77 @@ class TokenCreateForm(TokenNameForm):
         return data
 
 
+# A new token is shown by the page the browser is redirected to, so that reloading it sends
+# nothing again. Its secret crosses the redirect in two halves that each say nothing alone: a
+# one-time pad in a cookie, and the secret XOR that pad in the session. So no table (not even
+# the sessions') and no cookie jar holds the secret, and the page that shows it drops both.
+NEW_TOKEN = "parley_new_token"
+NEW_TOKEN_SECONDS = 300
+
+
+def _hand_over(request: HttpRequest, token: ApiToken, raw: str) -> HttpResponse:
+    """The redirect to the tokens page, carrying the new token's secret in its two halves."""
+    secret = raw.encode()
+    pad = secrets.token_bytes(len(secret))
+    request.session[NEW_TOKEN] = {"token_id": token.pk, "sealed": _xor(secret, pad).hex()}
+    response = redirect("api_tokens")
+    response.set_cookie(
+        NEW_TOKEN,
+        pad.hex(),
+        max_age=NEW_TOKEN_SECONDS,
+        path=reverse("api_tokens"),
+        secure=settings.SESSION_COOKIE_SECURE,
+        httponly=True,
+        samesite="Lax",
+    )
+    return response
+
+
+def _take_over(request: HttpRequest) -> dict[str, Any] | None:
+    """The new token and its secret, once: the session's half is dropped here, the cookie's
+    by `_drop_pad` on the page that shows it."""
+    held = request.session.pop(NEW_TOKEN, None)
+    pad_hex = request.COOKIES.get(NEW_TOKEN)
+    if not isinstance(held, dict) or pad_hex is None:
+        return None
+    try:
+        raw = _xor(bytes.fromhex(held["sealed"]), bytes.fromhex(pad_hex)).decode("ascii")
+        token = token_service.get_token_for_user(request.user, held["token_id"])
+    except (KeyError, ValueError, TypeError, NotFound):
+        return None  # halves of different tries, or a token revoked since: nothing to show
+    return {"token": token, "raw": raw}
+
+
+def _drop_pad(request: HttpRequest, response: HttpResponse) -> None:
+    if NEW_TOKEN in request.COOKIES:
+        response.delete_cookie(NEW_TOKEN, path=reverse("api_tokens"), samesite="Lax")
+
+
+def _xor(data: bytes, pad: bytes) -> bytes:
+    return bytes(a ^ b for a, b in zip(data, pad, strict=True))
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_tokens(request: HttpRequest) -> HttpResponse:
-    created = None
     form = TokenCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         cleaned = form.cleaned_data
         token, raw = token_service.create_token(
             request.user, cleaned["name"], expires_at=cleaned["expires_at"]
         )
-        # Rendered in the answer to the POST, not redirected: the raw token is never stored
-        # anywhere (not even in the session) to be shown after a redirect.
-        created = {"token": token, "raw": raw}
-        form = TokenCreateForm()
+        return _hand_over(request, token, raw)
+    created = _take_over(request) if request.method == "GET" else None
     context = {
         "form": form,
         "created": created,
         "tokens": token_service.tokens_for_user(request.user),
     }
-    return render(request, "sessions_app/tokens.html", context)
+    response = render(request, "sessions_app/tokens.html", context)
+    _drop_pad(request, response)
+    if created is not None:
+        add_never_cache_headers(response)  # the secret stays out of the browser's cache
+    return response
 
 
 @login_required

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from sessions_app.models import TokenMetrics
+from sessions_app.models import Run, TokenMetrics
 
 EMPTY = "–"
 
@@ -117,14 +117,30 @@ def change(percent: float | None, previous: Any = None, value: Any = None) -> st
     return f"{arrow} {abs(percent):.1f} %"
 
 
+# What a run's page says of figures that are not there to show.
+STILL_RUNNING = "still running: figures come when it ends"
+NOT_COUNTED = "unknown: the run stopped before its use was counted"
+
+
+def usage_source(obj: TokenMetrics) -> str:
+    """Where the figures come from, truthfully: a run may be streaming still, or may have been
+    left by a process that stopped before anyone counted."""
+    if isinstance(obj, Run) and obj.is_active:
+        return STILL_RUNNING
+    if isinstance(obj, Run) and not obj.usage_known:
+        return NOT_COUNTED
+    return "estimated by Parley" if obj.usage_estimated else "reported by the model"
+
+
 def metrics(obj: TokenMetrics) -> list[tuple[str, str]]:
     speed = obj.tokens_per_second
+    counted = not isinstance(obj, Run) or obj.usage_known
     return [
-        ("Tokens in", tokens(obj.input_tokens)),
-        ("Tokens out", tokens(obj.output_tokens)),
+        ("Tokens in", tokens(obj.input_tokens) if counted else EMPTY),
+        ("Tokens out", tokens(obj.output_tokens) if counted else EMPTY),
         ("First token", duration(obj.time_to_first_token)),
         ("Duration", duration(obj.duration)),
         ("Speed", f"{speed:,.1f} tokens/s" if speed else EMPTY),
         ("Cost", cost(obj.cost, obj.usage_estimated)),
-        ("Usage", "estimated by Parley" if obj.usage_estimated else "reported by the model"),
+        ("Usage", usage_source(obj)),
     ]

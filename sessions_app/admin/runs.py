@@ -45,7 +45,7 @@ class RunAdmin(extensions.ExtraActions, MetricColumns, RecordAdmin):
 
     @admin.display(description="session", ordering="session__session_name")
     def session_link(self, obj: Run) -> SafeString | str:
-        return display.admin_link(obj.session, session_title(obj.session))
+        return display.admin_link(obj.session, display.excerpt(session_title(obj.session), 60))
 
     @admin.display(description="user")
     def user_link(self, obj: Run) -> SafeString | str:
@@ -61,7 +61,7 @@ class RunAdmin(extensions.ExtraActions, MetricColumns, RecordAdmin):
 
     @admin.display(description="tokens", ordering="total_tokens")
     def tokens(self, obj: Run) -> str:
-        return display.tokens(obj.total_tokens)
+        return display.tokens(obj.total_tokens if obj.usage_known else None)
 
     @admin.display(description="rating", ordering="feedback_rating")
     def rated(self, obj: Run) -> str:

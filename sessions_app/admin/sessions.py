@@ -6,8 +6,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.defaultfilters import pluralize
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -45,6 +46,10 @@ class SessionForm(forms.ModelForm):
         return self._json_object("metadata")
 
 
+def _failed_runs(count: int) -> str:
+    return "no run failed" if not count else f"{count} run{pluralize(count)} failed"
+
+
 @admin.register(Session)
 class SessionAdmin(extensions.ExtraActions, ListAdmin):
     form = SessionForm
@@ -71,6 +76,7 @@ class SessionAdmin(extensions.ExtraActions, ListAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
         calls = LLMCall.objects.all()
+        failed = Run.objects.filter(status=RunStatus.ERROR)
         money = LLMCall._meta.get_field("cost")
         return (
             super()
@@ -79,9 +85,7 @@ class SessionAdmin(extensions.ExtraActions, ListAdmin):
                 run_count=total_per_row(Run.objects.all(), "session", "COUNT"),
                 token_count=total_per_row(calls, "session", "SUM", "total_tokens"),
                 cost_total=total_per_row(calls, "session", "SUM", "cost", money),
-                has_errors=Exists(
-                    Run.objects.filter(session=OuterRef("pk"), status=RunStatus.ERROR)
-                ),
+                failed_count=total_per_row(failed, "session", "COUNT"),
             )
         )
 
@@ -119,9 +123,14 @@ class SessionAdmin(extensions.ExtraActions, ListAdmin):
     def cost(self, obj: Session) -> str:
         return display.cost(obj.cost_total)
 
-    @admin.display(description="errors", boolean=True)
-    def errors(self, obj: Session) -> bool:
-        return obj.has_errors
+    @admin.display(description="errors", empty_value="")
+    def errors(self, obj: Session) -> SafeString | str:
+        """Only the failures are marked: a clean session's cell stays empty."""
+        if not obj.failed_count:
+            return ""
+        return format_html(
+            '<span class="parley-status status-error">{} failed</span>', obj.failed_count
+        )
 
     @admin.display(description="owner")
     def owner_link(self, obj: Session) -> SafeString | str:
@@ -139,7 +148,7 @@ class SessionAdmin(extensions.ExtraActions, ListAdmin):
             display.tokens(obj.run_count or 0),
             display.tokens(obj.token_count or 0),
             price,
-            "some runs failed" if obj.has_errors else "no run failed",
+            _failed_runs(obj.failed_count or 0),
         )
 
     @admin.display(description="summary")

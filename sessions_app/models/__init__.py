@@ -16,6 +16,7 @@ from sessions_app.models.conversations import (
     Session,
     SessionSource,
     TokenMetrics,
+    usage_known,
 )
 from sessions_app.models.deletion import CASCADE_LEAN, KEEP_USAGE
 from sessions_app.models.rollups import CallDay, LatencyDay, RolledDay, RunDay
@@ -48,4 +49,5 @@ __all__ = [
     "SessionSource",
     "TokenMetrics",
     "User",
+    "usage_known",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -169,18 +170,35 @@ class TokenMetrics(models.Model):
         return round(self.output_tokens / (generating if generating > 0 else self.duration), 2)
 
 
-METRIC_FIELDS = (
+TOKEN_FIELDS = (
     "input_tokens",
     "output_tokens",
     "total_tokens",
     "cache_read_tokens",
     "reasoning_tokens",
+)
+METRIC_FIELDS = (
+    *TOKEN_FIELDS,
     "time_to_first_token",
     "duration",
     "tokens_per_second",
     "usage_estimated",
     "cost",
 )
+
+
+def usage_known(status: str, metrics: Mapping[str, Any]) -> bool:
+    """Whether a run's figures were reported by the model or counted by Parley. A run still
+    going has none yet; one whose process stopped under it (marked INTERRUPTED, or CANCELLED,
+    by the liveness check) or whose end was never stored holds zeros that nobody counted:
+    no model call of it was recorded, so it has no duration."""
+    if status in ACTIVE_STATUSES:
+        return False
+    return (
+        bool(metrics.get("usage_estimated"))
+        or metrics.get("duration") is not None
+        or any(metrics.get(name) for name in TOKEN_FIELDS)
+    )
 
 
 class Run(TokenMetrics):
@@ -255,6 +273,10 @@ class Run(TokenMetrics):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+    @property
+    def usage_known(self) -> bool:
+        return usage_known(self.status, self.metrics())
 
     def metrics(self) -> dict[str, Any]:
         """The run's metrics as the API, its events and the pages show them."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -16,6 +17,8 @@ from sessions_app.services.access import (
 )
 
 SESSION_NAME_MAX = 200
+# Where a list by activity stopped: the last session shown, as (updated_at, session_id).
+ActivityCursor = tuple[datetime, str]
 _SUMMED = (
     "input_tokens",
     "output_tokens",
@@ -60,6 +63,26 @@ def list_sessions(
         in_messages = Message.objects.filter(session=OuterRef("pk"), content__icontains=search)
         sessions = sessions.filter(Q(session_name__icontains=search) | Exists(in_messages))
     return sessions.order_by("-updated_at", "-created_at")
+
+
+def page_by_activity(
+    sessions: QuerySet[Session], size: int, *, after: ActivityCursor | None = None, offset: int = 0
+) -> tuple[list[Session], ActivityCursor | None]:
+    """Up to `size` of `sessions`, latest activity first, from just below `after` (the last
+    session shown); with the cursor of the next page, if there is one. A position rather than
+    an offset, as a chat that becomes active meanwhile moves to the top and would shift every
+    later page by one: a session shown twice, another never shown."""
+    ordered = sessions.order_by("-updated_at", "-session_id")
+    if after is not None:
+        when, session_id = after
+        ordered = ordered.filter(
+            Q(updated_at__lt=when) | Q(updated_at=when, session_id__lt=session_id)
+        )
+    rows = list(ordered[offset : offset + size + 1])
+    if len(rows) <= size:
+        return rows, None
+    last = rows[size - 1]
+    return rows[:size], (last.updated_at, last.session_id)
 
 
 def create_session(

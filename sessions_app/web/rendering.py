@@ -7,7 +7,7 @@ from typing import Any
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
-from sessions_app.models import Message, Run, RunStatus, Session
+from sessions_app.models import Message, Run, RunStatus, Session, usage_known
 from sessions_app.services.markdown import render_markdown
 from sessions_app.services.sessions import session_title
 
@@ -68,6 +68,8 @@ def answer_view(
         "html": None if active else render_markdown(content),
         "error": error,
         "metrics": metrics,
+        # Zeros nobody counted (a run its process left) are not shown as "0 tokens".
+        "usage_known": metrics is not None and usage_known(status, metrics),
         "rating": rating,
     }
 

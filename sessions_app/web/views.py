@@ -5,19 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from sessions_app.ids import session_id_or_none
 from sessions_app.llm import probe
 from sessions_app.models import Agent, Session
 from sessions_app.services import feedback, sessions, statesize
@@ -26,6 +27,8 @@ from sessions_app.services.permissions import Action, staff_may
 from sessions_app.web.rendering import render_session_item, run_view, tools_by_run
 
 SIDEBAR_PAGE_SIZE = 30
+# Past any real list, and an OFFSET every database takes.
+MAX_PAGE_NUMBER = 100_000
 
 
 def _db_ok() -> bool:
@@ -73,15 +76,38 @@ def _session_or_404(request: HttpRequest, session_id: str, action: Action = "vie
         raise Http404("No such chat.") from exc
 
 
-def _sidebar_page(request: HttpRequest, page_number: int) -> dict[str, Any]:
+class BadCursor(ValueError):
+    """A sidebar position that no page of ours wrote."""
+
+
+def _cursor_text(cursor: sessions.ActivityCursor | None) -> str:
+    """The last session shown, for the "load more" link: its last activity and its id."""
+    return "" if cursor is None else f"{cursor[0].isoformat()},{cursor[1]}"
+
+
+def _parse_cursor(text: str) -> sessions.ActivityCursor:
+    when, _, session_id = text.partition(",")
+    try:
+        moment = datetime.fromisoformat(when)
+    except ValueError as exc:
+        raise BadCursor(text) from exc
+    if moment.tzinfo is None or session_id_or_none(session_id) is None:
+        raise BadCursor(text)
+    return moment, session_id
+
+
+def _sidebar_page(
+    request: HttpRequest, after: sessions.ActivityCursor | None = None, page_number: int = 1
+) -> dict[str, Any]:
     # No stored text holds a NUL, and PostgreSQL refuses one in a query.
     q = (request.GET.get("q") or "").replace("\x00", "").strip()[:200]
     listed = sessions.list_sessions(request.user, search=q or None)
-    page = Paginator(listed, SIDEBAR_PAGE_SIZE).get_page(page_number)
+    offset = 0 if after else (page_number - 1) * SIDEBAR_PAGE_SIZE
+    rows, more = sessions.page_by_activity(listed, SIDEBAR_PAGE_SIZE, after=after, offset=offset)
     return {
-        "sessions": page.object_list,
-        "next_page": page.next_page_number() if page.has_next() else None,
-        "page_number": page.number,
+        "sessions": rows,
+        "next_cursor": _cursor_text(more),
+        "first_page": after is None and page_number == 1,
         "q": q,
     }
 
@@ -129,7 +155,7 @@ def _chat_page(request: HttpRequest, session: Session | None) -> HttpResponse:
     context = _conversation_context(request, session)
     if request.htmx and request.htmx.target == "pane":
         return render(request, "sessions_app/_conversation.html", context)
-    context |= _sidebar_page(request, 1)
+    context |= _sidebar_page(request)
     return render(request, "sessions_app/chat.html", context)
 
 
@@ -148,11 +174,18 @@ def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
 @login_required
 @require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
+    """A page of the sidebar: the first, or the one below `after` (the "load more" link's
+    cursor). `page` (a number) is still read, for links made before the cursor."""
     try:
-        page_number = max(1, int(request.GET.get("page", "1")))
+        after = _parse_cursor(request.GET["after"]) if request.GET.get("after") else None
+    except BadCursor:
+        return HttpResponse("This place in the list is not valid; reload the page.", status=400)
+    try:
+        page_number = min(max(1, int(request.GET.get("page", "1"))), MAX_PAGE_NUMBER)
     except ValueError:
         page_number = 1
-    return render(request, "sessions_app/_session_items.html", _sidebar_page(request, page_number))
+    context = _sidebar_page(request, after, page_number)
+    return render(request, "sessions_app/_session_items.html", context)
 
 
 @login_required

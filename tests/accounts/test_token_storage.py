@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from django.apps import apps
+from django.contrib.sessions.models import Session as StoredSession
 from django.core.management import call_command
 from django.test import Client
 
@@ -30,7 +31,7 @@ def api_status(raw: str) -> int:
 def test_no_table_holds_a_token_made_on_the_page_or_by_the_command(alice, capsys):
     browser = Client()
     browser.force_login(alice)
-    page = browser.post("/tokens/", {"name": "laptop"}).content.decode()
+    page = browser.post("/tokens/", {"name": "laptop"}, follow=True).content.decode()
     from_page = page.split('data-testid="new-token-value">')[1].split("<")[0]
     call_command("create_api_token", "alice", "--name", "ci")
     from_command = capsys.readouterr().out.strip().splitlines()[-1]
@@ -40,6 +41,23 @@ def test_no_table_holds_a_token_made_on_the_page_or_by_the_command(alice, capsys
     assert ApiToken.objects.count() == 2
     assert from_page not in stored and from_command not in stored
     assert from_page[4:] not in stored and from_command[4:] not in stored  # nor without prefix
+
+
+def test_no_table_nor_cookie_holds_a_new_token_on_its_way_to_the_page(alice):
+    browser = Client()
+    browser.force_login(alice)
+    redirect = browser.post("/tokens/", {"name": "laptop"})
+    # Between the form and the page it leads to: the tables (sessions decoded), the cookies.
+    sessions = [s.get_decoded() for s in StoredSession.objects.all()]
+    in_between = [every_stored_value(), repr(sessions), redirect["Location"]]
+    in_between += [morsel.value for morsel in browser.cookies.values()]
+    page = browser.get(redirect["Location"]).content.decode()
+    raw = page.split('data-testid="new-token-value">')[1].split("<")[0]
+    assert api_status(raw) == 200
+    for place in in_between:
+        assert raw not in place and raw[4:] not in place
+    assert not browser.cookies["parley_new_token"].value  # dropped once shown
+    assert all("parley_new_token" not in s.get_decoded() for s in StoredSession.objects.all())
 
 
 def test_only_the_exact_token_opens_the_api(alice, capsys):

@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
+from django.http import HttpResponse
 from django.test import Client
 from django.utils import timezone
 
@@ -35,18 +36,36 @@ def test_the_page_needs_a_signed_in_user(client):
     assert response["Location"].startswith("/accounts/login/")
 
 
+def create_on_page(browser: Client, form: dict) -> HttpResponse:
+    """The tokens form sent, and the page it leads to."""
+    return browser.post("/tokens/", form, follow=True)
+
+
 def test_a_created_token_is_shown_once_and_only_its_hash_is_kept(browser, alice):
     response = browser.post("/tokens/", {"name": "laptop script"})
-    assert response.status_code == 200
-    raw = raw_token_in(response.content.decode())
+    assert response.status_code == 302 and response["Location"] == "/tokens/"
+    shown = browser.get("/tokens/")
+    raw = raw_token_in(shown.content.decode())
+    assert raw not in response["Location"]
+    assert "no-store" in shown["Cache-Control"]
     token = ApiToken.objects.get(user=alice)
     assert token.name == "laptop script"
     assert token.token_hash == hashlib.sha256(raw.encode()).hexdigest()
-    assert raw not in browser.get("/tokens/").content.decode()  # never again
+    again = browser.get("/tokens/").content.decode()  # a reload
+    assert raw not in again and 'data-testid="new-token"' not in again
+    assert ApiToken.objects.filter(user=alice).count() == 1  # nothing was sent again
+
+
+def test_a_new_token_is_shown_only_to_the_browser_that_made_it(browser, alice):
+    browser.post("/tokens/", {"name": "laptop script"})
+    other_tab_elsewhere = Client()  # the same account, signed in on another computer
+    other_tab_elsewhere.force_login(alice)
+    assert 'data-testid="new-token"' not in other_tab_elsewhere.get("/tokens/").content.decode()
+    assert raw_token_in(browser.get("/tokens/").content.decode())
 
 
 def test_the_new_token_opens_the_api_and_its_last_use_is_listed(browser, alice):
-    raw = raw_token_in(browser.post("/tokens/", {"name": "ci"}).content.decode())
+    raw = raw_token_in(create_on_page(browser, {"name": "ci"}).content.decode())
     assert "never" in browser.get("/tokens/").content.decode()
     api = Client(headers={"Authorization": f"Bearer {raw}"})
     assert api.get("/api/sessions").status_code == 200
@@ -108,7 +127,7 @@ def test_the_forms_are_protected_against_csrf(alice):
     ("form", "days"), [({}, None), ({"expires": "30"}, 30), ({"expires": "90"}, 90)]
 )
 def test_a_token_is_made_to_expire_never_or_in_30_or_90_days(browser, alice, form, days):
-    response = browser.post("/tokens/", {"name": "ci", **form})
+    response = create_on_page(browser, {"name": "ci", **form})
     assert response.status_code == 200 and raw_token_in(response.content.decode())
     token = ApiToken.objects.get(user=alice)
     if days is None:
@@ -124,7 +143,7 @@ def test_a_token_is_made_to_expire_never_or_in_30_or_90_days(browser, alice, for
 
 def test_a_token_made_to_expire_on_a_date_works_through_that_day(browser, alice):
     day = timezone.localdate() + timedelta(days=10)
-    response = browser.post("/tokens/", {"expires": "date", "expires_on": day.isoformat()})
+    response = create_on_page(browser, {"expires": "date", "expires_on": day.isoformat()})
     raw = raw_token_in(response.content.decode())
     token = ApiToken.objects.get(user=alice)
     assert token.expires_at == datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
@@ -151,7 +170,7 @@ def test_a_missing_or_past_expiry_date_is_refused(browser, alice, form, error):
 
 
 def test_an_expired_token_is_listed_as_expired_and_answers_401_saying_when(browser, alice):
-    raw = raw_token_in(browser.post("/tokens/", {"expires": "30"}).content.decode())
+    raw = raw_token_in(create_on_page(browser, {"expires": "30"}).content.decode())
     ended = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
     ApiToken.objects.update(expires_at=ended)  # thirty days later
     response = Client(headers={"Authorization": f"Bearer {raw}"}).get("/api/sessions")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from sessions_app.accounts import create_token
 from sessions_app.admin.sessions import SessionAdmin
+from sessions_app.engine import liveness
 from sessions_app.models import (
     Agent,
     ApiToken,
@@ -26,7 +28,9 @@ from sessions_app.models import (
     RunStatus,
     Session,
 )
+from sessions_app.process import HOSTNAME
 from tests.support.apiclient import stored_run
+from tests.support.processes import a_pid_gone
 
 pytestmark = pytest.mark.django_db
 
@@ -132,14 +136,47 @@ def test_the_admin_is_closed_to_anyone_who_is_not_staff(alice, conversation, pat
     assert conversation.session_name not in response.content.decode()
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/login/",
+        "/admin/",
+        "/admin/sessions_app/session/",
+        "/admin/sessions_app/session/{session}/change/",
+        "/admin/dashboard/",
+        "/admin/password_change/",
+    ],
+)
+def test_the_admin_goes_by_parleys_name(root, conversation, path):
+    client = Client() if path == "/admin/login/" else root
+    page = client.get(path.format(session=conversation.pk)).content.decode()
+    title = re.search(r"<title>(.*?)</title>", page, re.S).group(1)
+    header = re.search(r'<div id="site-name">(.*?)</div>', page, re.S).group(1)
+    assert title.strip().endswith("| Parley admin")
+    assert ">Parley</a>" in header
+    assert "Django" not in title + header
+    if path == "/admin/":
+        assert "<h1>Parley administration</h1>" in page
+
+
 def test_the_session_list_shows_what_each_session_cost_and_whether_it_failed(root, conversation):
+    owner, agent = conversation.user, conversation.agent
+    clean = Session.objects.create(user=owner, agent=agent, session_name="Calm")
+    stored_run(clean, "Hello?", "Hi.")
+    stored_run(conversation, "Once more?", "", status=RunStatus.ERROR)
     page = root.get("/admin/sessions_app/session/").content.decode()
     row = page[page.index("Weather talk") :].split("</tr>")[0]
     assert ">alice<" in row and ">Helper<" in row
-    assert ">3<" in row  # runs
-    assert ">45<" in row  # tokens: three runs of 10 + 5
+    assert ">4<" in row  # runs
+    assert ">60<" in row  # tokens: four runs of 10 + 5
     assert "$0.0001" in row  # the priced call
-    assert 'alt="True"' in row  # has errors
+    failed = '<span class="parley-status status-error">2 failed</span>'
+    assert f'<td class="field-errors">{failed}</td>' in row
+    calm = page[page.index(">Calm<") :].split("</tr>")[0]
+    assert '<td class="field-errors"></td>' in calm  # nothing to mark
+    assert "icon-yes" not in page and "icon-no" not in page  # no ticks and crosses
+    transcript = root.get(f"/admin/sessions_app/session/{conversation.pk}/change/")
+    assert "4 runs · 60 tokens · $0.0001 · 2 runs failed" in transcript.content.decode()
 
 
 @pytest.mark.parametrize(
@@ -268,7 +305,61 @@ def test_a_run_page_shows_its_messages_and_its_model_calls(root, conversation):
     assert "It is <strong>18 °C</strong>." in page
     assert "Context as sent (3 messages)" in page and "Earlier question" in page
     assert "1.73 s" in page
+    assert "Usage: reported by the model" in page
     assert 'name="_save"' not in page  # a record, read-only
+
+
+def run_pages(run: Run) -> list[str]:
+    """Where staff read a run's figures: its own page, its session's transcript, the runs list."""
+    return [
+        f"/admin/sessions_app/run/{run.run_id}/change/",
+        f"/admin/sessions_app/session/{run.session_id}/change/",
+        "/admin/sessions_app/run/",
+    ]
+
+
+def test_a_run_still_answering_says_its_figures_come_when_it_ends(root, alice, helper_agent):
+    session = Session.objects.create(user=alice, agent=helper_agent, session_name="Live")
+    run = Run.objects.create(
+        session=session,
+        user=alice,
+        agent=helper_agent,
+        position=1,
+        status=RunStatus.RUNNING,
+        input="Tell me a long story",
+        content="Once upon a time",
+    )
+    run_page, transcript, runs = (root.get(path).content.decode() for path in run_pages(run))
+    assert "Usage: still running: figures come when it ends" in run_page
+    assert "Tokens in: – · Tokens out: –" in run_page
+    assert "<dt>Usage</dt><dd>still running: figures come when it ends</dd>" in transcript
+    for page in (run_page, transcript):
+        assert "reported by the model" not in page
+    row = runs[runs.index("Tell me a long story") :].split("</tr>")[0]
+    assert '<td class="field-tokens">–</td>' in row
+
+
+def test_a_run_whose_process_died_says_its_figures_are_unknown(root, alice, helper_agent):
+    session = Session.objects.create(user=alice, agent=helper_agent, session_name="Cut")
+    run = Run.objects.create(
+        session=session,
+        user=alice,
+        agent=helper_agent,
+        position=1,
+        status=RunStatus.RUNNING,
+        input="Tell me a long story",
+        worker=f"{HOSTNAME}:{a_pid_gone()}:0123abcd",
+        heartbeat_at=timezone.now(),
+    )
+    assert liveness.reap_stale_runs() == [(run.pk, session.pk)]
+    run_page, transcript, runs = (root.get(path).content.decode() for path in run_pages(run))
+    assert "Usage: unknown: the run stopped before its use was counted" in run_page
+    assert "Tokens in: – · Tokens out: –" in run_page
+    assert "<dd>unknown: the run stopped before its use was counted</dd>" in transcript
+    for page in (run_page, transcript):
+        assert "reported by the model" not in page
+    row = runs[runs.index("Tell me a long story") :].split("</tr>")[0]
+    assert '<td class="field-tokens">–</td>' in row
 
 
 def test_every_table_has_a_list_that_staff_can_read(root, conversation, alice):

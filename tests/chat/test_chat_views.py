@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
-from django.test import Client
+import re
+from html import unescape
 
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import Client
+from django.utils import timezone
+
+from sessions_app.engine import liveness
 from sessions_app.models import Message, Run, RunStatus, Session
+from sessions_app.process import HOSTNAME
+from testkit.upstream import Reply
+from tests.support.apiclient import asgi_client
+from tests.support.processes import a_pid_gone
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +38,11 @@ def make_session(user, agent, name="", turns=(("hi", "hello"),), status=RunStatu
         Message.objects.create(run=run, session=session, order=0, role="user", content=question)
         Message.objects.create(run=run, session=session, order=1, role="assistant", content=answer)
     return session
+
+
+def make_sessions(user, agent, count):
+    """`count` chats, each active a moment after the one before."""
+    return [make_session(user, agent, name=f"chat {n:02d}", turns=()) for n in range(count)]
 
 
 @pytest.fixture
@@ -62,6 +77,47 @@ def test_a_session_page_shows_its_history_rendered_and_sanitized(alice, agent, a
     assert 'data-testid="run-metrics"' in body and "3 tokens" in body
 
 
+def left_by_a_dead_process(user, agent, *, stop_asked: bool = False) -> Run:
+    """A run whose process died mid-answer, as the liveness check leaves it: the text of its
+    last checkpoint and no figures, since nobody counted them."""
+    session = make_session(user, agent, name="Cut short", turns=())
+    run = Run.objects.create(
+        session=session,
+        user=user,
+        agent=agent,
+        position=1,
+        status=RunStatus.RUNNING,
+        input="a long question",
+        content="the answer up to its last checkpoint",
+        worker=f"{HOSTNAME}:{a_pid_gone()}:0123abcd",
+        heartbeat_at=timezone.now(),
+        cancel_requested=stop_asked,
+    )
+    Message.objects.create(run=run, session=session, order=0, role="user", content=run.input)
+    Message.objects.create(run=run, session=session, order=1, role="assistant", content="")
+    assert liveness.reap_stale_runs() == [(run.pk, session.pk)]
+    run.refresh_from_db()
+    return run
+
+
+@pytest.mark.parametrize("stop_asked", [False, True])
+def test_an_answer_cut_short_claims_no_token_count(alice, agent, alice_client, stop_asked):
+    run = left_by_a_dead_process(alice, agent, stop_asked=stop_asked)
+    body = alice_client.get(f"/s/{run.session_id}/").content.decode()
+    status = "cancelled" if stop_asked else "interrupted"
+    assert f'data-run-id="{run.run_id}" data-run-status="{status}"' in body
+    assert "the answer up to its last checkpoint" in body
+    assert "0 tokens" not in body and 'data-testid="run-metrics"' not in body
+
+
+def test_a_stopped_answer_shows_the_tokens_parley_counted(alice, agent, alice_client):
+    session = make_session(alice, agent, turns=(("tell me", "the start of it"),))
+    session.runs.update(status=RunStatus.CANCELLED, output_tokens=4, usage_estimated=True)
+    body = alice_client.get(f"/s/{session.session_id}/").content.decode()
+    assert 'data-testid="run-metrics"' in body
+    assert "4 tokens" in body and "estimated" in body
+
+
 def test_someone_elses_session_page_is_404(alice, bob, agent, alice_client):
     session = make_session(bob, agent, name="Bob's")
     assert alice_client.get(f"/s/{session.session_id}/").status_code == 404
@@ -76,15 +132,86 @@ def test_the_sidebar_lists_only_my_sessions_newest_first(alice, bob, agent, alic
     assert "bob's secret" not in body
 
 
+def listed_ids(html: str) -> list[str]:
+    return re.findall(r'data-testid="session-item" data-session-id="([^"]+)"', html)
+
+
+def more_link(html: str) -> str | None:
+    """The sidebar's "load more" request, as htmx sends it."""
+    found = re.search(r'<li class="more" hx-get="([^"]+)"', html)
+    return unescape(found.group(1)) if found else None
+
+
 def test_the_sidebar_pages_as_you_scroll(alice, agent, alice_client):
     for n in range(35):
         make_session(alice, agent, name=f"chat {n:02d}", turns=())
     first = alice_client.get("/").content.decode()
     assert first.count('data-testid="session-item"') == 30
-    assert 'class="more"' in first and "page=2" in first
-    second = alice_client.get("/sessions/?page=2", HTTP_HX_REQUEST="true").content.decode()
+    assert 'class="more"' in first and "page=" not in first
+    second = alice_client.get(more_link(first), HTTP_HX_REQUEST="true").content.decode()
     assert second.count('data-testid="session-item"') == 5
     assert 'class="more"' not in second
+    assert "No chats yet" not in second
+
+
+def test_the_sidebar_pages_through_chats_of_the_same_moment_once_each(alice, agent, alice_client):
+    for n in range(65):
+        make_session(alice, agent, name=f"chat {n:02d}", turns=())
+    Session.objects.update(updated_at=timezone.now())  # one import, say: ties everywhere
+    seen, url = [], "/sessions/"
+    while url:
+        page = alice_client.get(url, HTTP_HX_REQUEST="true").content.decode()
+        seen += listed_ids(page)
+        url = more_link(page)
+    assert sorted(seen) == sorted(Session.objects.values_list("pk", flat=True))
+
+
+def test_the_sidebar_still_reads_a_page_number(alice, agent, alice_client):
+    for n in range(35):
+        make_session(alice, agent, name=f"chat {n:02d}", turns=())
+    second = alice_client.get("/sessions/?page=2").content.decode()
+    assert listed_ids(second) == [s.pk for s in Session.objects.order_by("-updated_at")[30:]]
+
+
+@pytest.mark.parametrize(
+    "after", ["yesterday,abc", "2025-01-01T10:00:00,abc", "2025-01-01T10:00:00+00:00,a/b", "x"]
+)
+def test_a_sidebar_position_no_page_wrote_is_refused_clearly(alice, agent, alice_client, after):
+    response = alice_client.get("/sessions/", {"after": after})
+    assert response.status_code == 400
+    assert "not valid" in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_chats_that_become_active_while_scrolling_are_neither_repeated_nor_skip_others(
+    alice, agent, upstream, settings
+):
+    settings.PARLEY_SESSIONS_PER_MINUTE = 0  # the chats below were all made this minute
+    chats = await sync_to_async(make_sessions)(alice, agent, 35)  # oldest first
+    browser = Client()
+    await sync_to_async(browser.force_login)(alice)
+    first = (await sync_to_async(browser.get)("/")).content.decode()
+    shown = listed_ids(first)
+    assert shown == [s.pk for s in reversed(chats)][:30]
+
+    # Meanwhile, in another tab: a chat from the second page gets a new answer, a new chat starts.
+    api = await sync_to_async(asgi_client)(alice)
+    upstream.script(Reply("Fresh."), Reply("Hello."))
+    moved = chats[2].pk
+    again = await api.post("/api/runs", {"input": "And again?", "session_id": moved})
+    new = await api.post("/api/runs", {"input": "A new chat"})
+    assert again.status_code == new.status_code == 200
+
+    url = more_link(first)
+    while url:
+        page = (await sync_to_async(browser.get)(url, HTTP_HX_REQUEST="true")).content.decode()
+        shown += listed_ids(page)
+        url = more_link(page)
+    assert len(shown) == len(set(shown)), "a chat was listed twice"
+    assert set(shown) == {s.pk for s in chats} - {moved}  # every chat that stayed in place
+    # The two that moved up are at the top of the list as it is now.
+    top = listed_ids((await sync_to_async(browser.get)("/")).content.decode())[:2]
+    assert top == [new.json()["session_id"], moved]
 
 
 def test_the_sidebar_search_looks_at_titles_and_message_text(alice, agent, alice_client):

@@ -1,11 +1,11 @@
 """Redaction's patterns on hostile input: each finishes in time linear in the text, and finds
 what the straightforward regular expressions find on everything else.
 
-Timed (with tests/security/test_mask_secrets.py, the suite's only timed tests): a message is user input,
-and a pattern that retries a long run from each of its positions let a 32,000-character message
-take seconds (from half a minute to minutes at 200,000). Measured in CPU time of this process, so
-other load on the machine does not count, with a wide margin: linear patterns take about a tenth
-of a second here.
+Timed (with tests/security/test_mask_secrets.py, the suite's only timed tests): a message is
+user input, and a pattern that retries a long run from each of its positions let a
+32,000-character message take seconds (from half a minute to minutes at 200,000). Measured in
+CPU time of this process, so other load on the machine does not count, with a wide margin:
+linear patterns take about a tenth of a second here.
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
-from sessions_app.models import Agent, Session, User
+from datasets_app.models import Dataset
+from datasets_app.services.collect import add_run
+from sessions_app.accounts import create_token
+from sessions_app.models import Agent, RunStatus, Session, User
 from tests.support.apiclient import stored_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,3 +50,66 @@ def test_staff_open_a_transcript_from_the_session_list(
     assert page.locator("img[src=x]").count() == 0
     assert dialogs == []
     expect(page.get_by_label("Session name")).to_have_value(f"Recipes {PAYLOAD}")
+
+
+# Long, real-looking values: the widest a list may be asked to show.
+LONG_USERNAME = "maximilian.vandenberghe-oyelaran_support-team.eu-west@example-corporation.com"
+LONG_MODEL = "accounts/fireworks/models/meta-llama-3.1-405b-instruct-turbo-128k-preview-2024-07-23"
+LONG_NAME = (
+    "Quarterly planning: reconciling the EMEA logistics forecast with the revised procurement "
+    "budget, vendor shortlists and the warehouse-automation-rollout-timeline-v2-final-FINAL.xlsx"
+)
+CHANGELISTS = [
+    "/admin/sessions_app/session/",
+    "/admin/sessions_app/run/",
+    "/admin/sessions_app/message/",
+    "/admin/sessions_app/llmcall/",
+    "/admin/sessions_app/agent/",
+    "/admin/sessions_app/user/",
+    "/admin/sessions_app/apitoken/",
+    "/admin/datasets_app/dataset/",
+    "/admin/datasets_app/datasetitem/",
+]
+
+
+def seed_long_values(django_user_model) -> None:
+    """Sessions, runs, calls, agents, a user, a token, a dataset and its items, each as long as
+    people make them."""
+    owner = django_user_model.objects.create_user(
+        LONG_USERNAME[:150], email=f"{LONG_USERNAME}.invalid", password="x"
+    )
+    agent = Agent.objects.create(
+        name="Procurement and logistics planning assistant (EMEA, quarterly review edition)",
+        model=LONG_MODEL,
+    )
+    dataset = Dataset.objects.create(
+        name="emea-logistics-procurement-planning-conversations-reviewed-by-support-2024-q3"
+    )
+    create_token(owner, "nightly-export-of-every-planning-conversation-to-the-data-warehouse")
+    for n in range(3):
+        session = Session.objects.create(user=owner, agent=agent, session_name=f"{LONG_NAME} {n}")
+        run = stored_run(session, LONG_NAME * 3, "An answer " * 200, model=LONG_MODEL)
+        stored_run(session, "Again?", "", status=RunStatus.ERROR)
+        add_run(dataset, run)
+
+
+# What scrolls sideways on a list page: the page itself, or the box the admin puts the table in.
+SCROLLED_SIDEWAYS = """() => [document.documentElement, ...document.querySelectorAll('.results')]
+    .filter(box => box.scrollWidth > box.clientWidth)
+    .map(box => `${box.className || box.tagName}: ${box.scrollWidth} > ${box.clientWidth}`)"""
+
+
+def test_every_list_fits_a_1280_pixel_screen(
+    page: Page, login: Callable[[Page, str, str], None], root: User, django_user_model
+):
+    seed_long_values(django_user_model)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    login(page, "root", "root-pass-123")
+    too_wide = {}
+    for path in CHANGELISTS:
+        page.goto(path)
+        expect(page.locator("#result_list tbody tr").first).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280, path
+        if scrolled := page.evaluate(SCROLLED_SIDEWAYS):
+            too_wide[path] = scrolled
+    assert too_wide == {}

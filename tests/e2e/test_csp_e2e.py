@@ -97,7 +97,7 @@ def test_the_admin_the_dashboard_and_the_api_docs_work_under_the_policy(
     page.get_by_label("Username").fill("root")
     page.get_by_label("Password").fill("root-pass-123")
     page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+    expect(page.get_by_role("heading", name="Parley administration")).to_be_visible()
     policed.assert_no_violation("the admin's index")
 
     # An action: the admin's own scripts tick the row and count the selection.

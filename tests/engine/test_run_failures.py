@@ -28,6 +28,7 @@ from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
 from tests.support.apiclient import asgi_client, read_events
 from tests.support.chattab import open_tab
+from tests.support.processes import a_pid_gone
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -363,13 +364,6 @@ def test_no_run_elsewhere_goes_stale_while_this_process_cannot_reach_the_databas
     long_ago = time.monotonic() - settings.PARLEY_STALE_RUN_AFTER - 1
     monkeypatch.setattr(registry, "heartbeat_failed_at", long_ago)
     assert len(liveness.reap_stale_runs()) == 1
-
-
-def a_pid_gone() -> int:
-    """The pid of a process of this host that has ended."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
 
 
 async def test_a_watching_tab_sees_a_run_of_a_dead_process_interrupted_untouched(

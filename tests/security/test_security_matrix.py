@@ -191,7 +191,8 @@ PAGES = [
     Case("POST", "settings/", roles(LOGIN, 302, 302, 302, 302, 302), {"allow_training": "on"}),
     Case("POST", "runs/<uuid:run_id>/feedback", ONLY_MINE, {"rating": "1"}),
     Case("GET", "tokens/", SIGNED_IN),
-    Case("POST", "tokens/", SIGNED_IN, {"name": "new"}),
+    # The new token is shown by the page the form redirects to.
+    Case("POST", "tokens/", roles(LOGIN, *[to("/tokens/")] * 5), {"name": "new"}),
     Case("POST", "tokens/<int:token_id>/rename/", roles(LOGIN, 302, *[404] * 4), {"name": "x"}),
     Case("GET", "tokens/<int:token_id>/revoke/", ONLY_MINE),
     Case("POST", "tokens/<int:token_id>/revoke/", roles(LOGIN, 302, *[404] * 4)),
