@@ -3,6 +3,7 @@ N daphne processes behind nginx); all stop together."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import tempfile
@@ -12,7 +13,7 @@ from typing import Any
 from daphne.cli import CommandLineInterface
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from twisted.internet import reactor
+from twisted.internet import defer, reactor
 
 from project import nginx
 from project.children import free_port, plain_environment
@@ -198,12 +199,19 @@ def worker_environment() -> dict[str, str]:
 
 
 def run_daphne(host: str, port: int) -> None:
-    """daphne in this process, on the endpoint of project.listening. Once its loop runs, this
-    process's heartbeat starts, its first beat reaping the runs of processes that died."""
+    """daphne in this process, on the endpoint of project.listening. Once its loop runs, the run
+    engine starts, its heartbeat's first beat reaping the runs of processes that died; before
+    the loop stops (SIGTERM, SIGINT), the engine stops, storing the answers streaming here."""
     # A call of the reactor's loop (its first turn), not one before it runs, like callWhenRunning.
-    reactor.callLater(0, engine.ensure_heartbeat, reap_now=True)
+    reactor.callLater(0, engine.lifespan.start, reap_now=True)
+    reactor.addSystemEventTrigger("before", "shutdown", stop_engine)
     limits = daphne_socket_limits(settings.PARLEY_MAX_SOCKET_MESSAGE_BYTES)
     arguments = ["--endpoint", daphne_endpoint(host, port), *limits]
     if settings.PARLEY_PROXY_HEADERS:
         arguments.append("--proxy-headers")
     CommandLineInterface().run([*arguments, "project.asgi:application"])
+
+
+def stop_engine() -> defer.Deferred:
+    """The engine's graceful stop, which the reactor waits for before it stops its loop."""
+    return defer.Deferred.fromFuture(asyncio.ensure_future(engine.lifespan.stop()))
