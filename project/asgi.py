@@ -23,14 +23,20 @@ from sessions_app.web.routing import websocket_urlpatterns  # noqa: E402
 
 class EngineLifespan:
     """The run engine's life as an ASGI server's (uvicorn's, a test tool's) lifespan events
-    give it. daphne sends none: `serve` starts and stops the engine around it."""
+    give it. daphne sends none: `serve` starts and stops the engine around it, and daphne run
+    directly has it started by the first connection, on its loop, for the process's life."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "lifespan":
-            return await self.app(scope, receive, send)
+        if scope["type"] == "lifespan":
+            return await self.lifespan(receive, send)
+        if not lifespan.running():
+            lifespan.start()
+        return await self.app(scope, receive, send)
+
+    async def lifespan(self, receive: Any, send: Any) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":

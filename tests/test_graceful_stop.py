@@ -10,7 +10,9 @@ import signal
 import pytest
 import redis
 from asgiref.sync import sync_to_async
+from asgiref.testing import ApplicationCommunicator
 
+from project.asgi import application
 from project.nginx import find_nginx
 from sessions_app import engine
 from sessions_app.engine import lifespan
@@ -89,3 +91,25 @@ async def test_while_the_engine_stops_new_runs_are_refused_and_streaming_ones_st
     assert handle.stream.events[-1]["event"] == "RunError"
     assert handle.stream.events[-1]["content"] == run.content
     assert await Run.objects.acount() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_asgi_server_s_lifespan_events_start_and_stop_the_engine(alice, agent, upstream):
+    """As uvicorn drives the application: startup starts the engine, shutdown stops it as
+    SIGTERM stops serve, the answer streaming then stored as far as it went."""
+    await lifespan.stop()  # the test's own engine: this server starts one of its own
+    server = ApplicationCommunicator(application, {"type": "lifespan", "asgi": {"version": "3.0"}})
+    await server.send_input({"type": "lifespan.startup"})
+    assert await server.receive_output(10) == {"type": "lifespan.startup.complete"}
+    assert lifespan.running()
+
+    upstream.script(Reply(tokens=3000, delay=0.02))
+    handle = await engine.start_run(alice, "Tell me a long story.")
+    await until(lambda: len(handle.stream.content_so_far()) > 20, "a few pieces of the answer")
+    await server.send_input({"type": "lifespan.shutdown"})
+    assert await server.receive_output(30) == {"type": "lifespan.shutdown.complete"}
+
+    assert not lifespan.running()
+    run = await Run.objects.aget(pk=handle.run_id)
+    assert run.status == RunStatus.INTERRUPTED
+    assert run.content == handle.stream.content_so_far()

@@ -21,7 +21,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.contrib.contenttypes.models import ContentType
@@ -32,12 +31,11 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from datasets_app.models import Dataset, DatasetItem
 from datasets_app.services import catalog
 from project.api import api
-from sessions_app.engine import lifespan
 from sessions_app.models import Agent, ApiToken, LLMCall, Message, Run, Session, User
 from sessions_app.services.tokens import create_token
 from sessions_app.web.consumer import ChatConsumer
 from tests.apiclient import bearer, default_agent, stored_run
-from tests.asgiclient import ASGIClient
+from tests.asgiclient import request_served
 from tests.roles import support_group
 from tests.test_consumer import open_tab
 from tests.waiting import until
@@ -461,14 +459,8 @@ ASYNC_API = [case for case in API if case.route.startswith("/api/runs") and case
 
 
 def served_request(headers: dict[str, str], method: str, path: str, body: Any) -> HttpResponse:
-    """Through the ASGI application, on a loop that runs the run engine for the request, as
-    serve runs it (Django's client would run the view on a loop of its own, without one)."""
-
-    async def send() -> Any:
-        async with lifespan.serving():
-            return await ASGIClient(headers).request(method, path, body)
-
-    response = async_to_sync(send)()
+    """Through the ASGI application with the run engine running, as Django's response."""
+    response = request_served(method, path, body, headers)
     return HttpResponse(response.body, status=response.status_code, headers=response.headers)
 
 

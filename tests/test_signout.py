@@ -20,6 +20,7 @@ from django.test import Client
 from project.asgi import application
 from sessions_app.models import Run, User
 from sessions_app.services.tokens import create_token
+from tests.asgiclient import request_served
 from tests.conftest import ROOT, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -134,7 +135,8 @@ def test_a_deactivated_user_s_api_tokens_answer_401_at_once(alice, agent, upstre
     alice.save()
 
     assert client.get("/api/sessions", **bearer).status_code == 401
-    started = client.post("/api/runs", {"input": "hi"}, content_type="application/json", **bearer)
+    token = {"Authorization": f"Bearer {raw}"}
+    started = request_served("POST", "/api/runs", {"input": "hi"}, token)
     assert started.status_code == 401
     assert "Authentication required" in started.json()["detail"]
     assert not Run.objects.exists()

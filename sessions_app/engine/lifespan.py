@@ -1,8 +1,10 @@
 """The engine's life in a process: started on the event loop that serves, stopped before it ends.
 
 `serve` starts it once daphne's loop runs and stops it before daphne's reactor stops (SIGTERM,
-SIGINT); an ASGI server that sends lifespan events does the same through project.asgi; tests
-start it on each test's loop. Runs are asked for only where it runs.
+SIGINT); an ASGI server that sends lifespan events does the same through project.asgi, and under
+one that sends none (daphne run directly) the application starts it with its first connection;
+tests start it on each test's loop, scripts with `serving`. Runs are asked for only where it
+runs.
 
 Stopping is graceful: new runs are refused (NotServing), and every answer streaming here ends
 as a server stopping ends it, INTERRUPTED, its end stored with everything it streamed, where a
@@ -30,11 +32,16 @@ STOP_PATIENCE = 5.0
 
 
 def start(*, reap_now: bool = False) -> None:
-    """Start the engine on the running loop. `reap_now`: as a server starts, start the
-    heartbeat now and mark interrupted at once the runs of processes that died."""
+    """Start the engine on the running loop (nothing if it runs there already; RuntimeError if
+    it runs on another). `reap_now`: as a server starts, start the heartbeat now and mark
+    interrupted at once the runs of processes that died."""
     registry.open(asyncio.get_running_loop())
     if reap_now:
         liveness.ensure_heartbeat(reap_now=True)
+
+
+def running() -> bool:
+    return registry.running()
 
 
 async def stop(patience: float = STOP_PATIENCE) -> None:
@@ -54,12 +61,15 @@ async def stop(patience: float = STOP_PATIENCE) -> None:
 
 @contextlib.asynccontextmanager
 async def serving(*, reap_now: bool = False) -> AsyncIterator[None]:
-    """The engine running on this loop for the block (a script, a benchmark)."""
+    """The engine running on this loop for the block (a script, a benchmark), stopped after it
+    unless it ran here already."""
+    already = registry.running() and registry.loop is asyncio.get_running_loop()
     start(reap_now=reap_now)
     try:
         yield
     finally:
-        await stop()
+        if not already:
+            await stop()
 
 
 async def _interrupt_runs(patience: float) -> None:

@@ -36,11 +36,18 @@ class Registry:
 
     # -- the engine's life (see lifespan) ---------------------------------------------------
 
+    def running(self) -> bool:
+        """Started and not stopped. An engine whose loop has closed (a script's, a test's that
+        ran without stopping it) went with it."""
+        return self.loop is not None and not self.loop.is_closed()
+
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self.loop is not None:
-            raise RuntimeError("The run engine is already running; stop it first.")
-        self.loop, self.stopping = loop, False
-        self.starts, self._batchers = Starts(), {}
+        """Serve on `loop`; nothing if the engine runs there already."""
+        if self.running() and self.loop is not loop:
+            raise RuntimeError("The run engine is already running on another event loop.")
+        if self.loop is not loop:
+            self.loop, self.stopping, self.heartbeat = loop, False, None
+            self.starts, self._batchers = Starts(), {}
 
     def close(self) -> None:
         self.loop, self.heartbeat, self._batchers = None, None, {}
