@@ -32,7 +32,7 @@ class EngineLifespan:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             return await self.lifespan(receive, send)
-        if not lifespan.running():
+        if lifespan.never_started():
             lifespan.start()
         return await self.app(scope, receive, send)
 

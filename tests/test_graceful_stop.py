@@ -84,6 +84,8 @@ async def test_while_the_engine_stops_new_runs_are_refused_and_streaming_ones_st
 
     assert refused.status_code == 503
     assert refused.json() == {"detail": "The server is stopping; please try again in a moment."}
+    # Nor once it has stopped, while the server's loop winds down.
+    assert (await client.post("/api/runs", {"input": "and yet another"})).status_code == 503
     run = await Run.objects.aget(pk=handle.run_id)
     assert (run.status, run.error) == (RunStatus.INTERRUPTED, INTERRUPTED)
     assert run.content == handle.stream.content_so_far()

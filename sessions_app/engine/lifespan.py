@@ -44,12 +44,18 @@ def running() -> bool:
     return registry.running()
 
 
+def never_started() -> bool:
+    """Whether no engine was started on a loop still alive: the application's cue to start one
+    under a server that sends no lifespan events (not one that a stopping server stopped)."""
+    return registry.loop is None or registry.loop.is_closed()
+
+
 async def stop(patience: float = STOP_PATIENCE) -> None:
     """End every run streaming here, storing what each said; then the heartbeat. Nothing when
-    the engine does not run (a signal before it started)."""
-    if registry.loop is None:
+    the engine does not run (a signal before it started, a second stop)."""
+    if not registry.running():
         return
-    registry.stopping = True
+    registry.stop_accepting()
     try:
         await _interrupt_runs(patience)
         await _stop_heartbeat()

@@ -113,11 +113,10 @@ def ensure_heartbeat(*, reap_now: bool = False) -> None:
     """Start this process's heartbeat with the engine, once: as the server starts (reaping at
     once, `reap_now`, rather than at its first beat), else with the first run or chat socket
     (so that tests that need neither meet no beat). Nothing where the engine does not run."""
-    loop = registry.loop
-    if loop is None or loop is not asyncio.get_running_loop():
+    if not registry.running() or registry.loop is not asyncio.get_running_loop():
         return
     if registry.heartbeat is None or registry.heartbeat.done():
-        registry.heartbeat = loop.create_task(_beat(reap_now), name="parley-heartbeat")
+        registry.heartbeat = registry.loop.create_task(_beat(reap_now), name="parley-heartbeat")
 
 
 def _beats_reach_database() -> bool:

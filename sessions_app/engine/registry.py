@@ -27,9 +27,10 @@ class Registry:
         self.streaming: dict[uuid.UUID, LiveRun] = {}
         # When a beat of this process last failed to reach the database (time.monotonic()).
         self.heartbeat_failed_at: float | None = None
-        # From open to close:
+        # The loop it serves on, from open; after close, the loop it served on, `stopping` left
+        # set so that runs asked for there meanwhile are refused (the server is ending).
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.stopping = False  # closing: new runs are refused, streaming ones end
+        self.stopping = False  # new runs are refused, streaming ones end
         self.heartbeat: asyncio.Task[None] | None = None
         self.starts = Starts()
         self._batchers: dict[str, Batcher] = {}
@@ -39,18 +40,23 @@ class Registry:
     def running(self) -> bool:
         """Started and not stopped. An engine whose loop has closed (a script's, a test's that
         ran without stopping it) went with it."""
-        return self.loop is not None and not self.loop.is_closed()
+        return self.loop is not None and not self.loop.is_closed() and not self.stopping
 
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve on `loop`; nothing if the engine runs there already."""
-        if self.running() and self.loop is not loop:
-            raise RuntimeError("The run engine is already running on another event loop.")
-        if self.loop is not loop:
-            self.loop, self.stopping, self.heartbeat = loop, False, None
-            self.starts, self._batchers = Starts(), {}
+        if self.running():
+            if self.loop is not loop:
+                raise RuntimeError("The run engine is already running on another event loop.")
+            return
+        self.loop, self.stopping, self.heartbeat = loop, False, None
+        self.starts, self._batchers = Starts(), {}
+
+    def stop_accepting(self) -> None:
+        """New runs are refused from now on: the engine is stopping."""
+        self.stopping = True
 
     def close(self) -> None:
-        self.loop, self.heartbeat, self._batchers = None, None, {}
+        self.stopping, self.heartbeat, self._batchers = True, None, {}
 
     def check_serving(self) -> None:
         """Raise unless new runs may start on the running loop."""
