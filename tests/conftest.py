@@ -169,6 +169,30 @@ def _fresh_channel_layer() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _engine_serves_async_tests(request, _settle_background_tasks) -> Iterator[None]:
+    """Each async test runs on its own event loop, with the run engine started on it as `serve`
+    starts it on daphne's, and stopped after it as a server stops (answers still streaming are
+    interrupted and stored), before what is left is cancelled."""
+    import inspect
+
+    from sessions_app.engine import lifespan
+
+    if not inspect.iscoroutinefunction(getattr(request, "function", None)):
+        yield
+        return
+    loop = request.getfixturevalue("_function_scoped_runner").get_loop()
+
+    async def start() -> None:
+        lifespan.start()
+
+    loop.run_until_complete(start())
+    try:
+        yield
+    finally:
+        loop.run_until_complete(lifespan.stop())
+
+
+@pytest.fixture(autouse=True)
 def _settle_background_tasks(request) -> Iterator[None]:
     """After an async test, stop what it left running (heartbeats, fan-out, snapshot server)
     while its loop can still run, and say which task refuses to stop."""

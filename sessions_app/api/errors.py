@@ -14,7 +14,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
 
 from sessions_app.accounts import TokenExpired, Unauthorized
-from sessions_app.engine import InputError, RunConflict
+from sessions_app.engine import InputError, NotServing, RunConflict
 from sessions_app.services import outage
 from sessions_app.services.access import NotFound
 from sessions_app.services.ratelimit import RateLimited
@@ -65,6 +65,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
     api.add_exception_handler(Http404, detail(404, lambda exc: NOT_FOUND))
     api.add_exception_handler(PermissionDenied, detail(403, lambda e: str(e) or "Forbidden."))
     api.add_exception_handler(RunConflict, detail(409, str))
+    api.add_exception_handler(NotServing, detail(503, str))  # the server is stopping
     api.add_exception_handler(SessionBusy, detail(409, str))
     api.add_exception_handler(SessionIdTaken, detail(409, str))
     api.add_exception_handler(InputError, input_error)  # type: ignore[arg-type]

@@ -186,7 +186,7 @@ RUN_ERRORS: dict[int, Any] = {
     413: ErrorOut,
     429: ErrorOut,
     502: UpstreamErrorOut,
-    503: ErrorOut,  # the database cannot store the run (full, read-only, unreachable)
+    503: ErrorOut,  # the database cannot store the run (full, read-only, down), or Parley stops
     504: UpstreamErrorOut,
 }
 SSE_DOC = {

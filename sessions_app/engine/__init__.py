@@ -3,17 +3,29 @@
 A run's story, module by module: `start` checks the ask and writes the run and its messages in
 one transaction, with the plan of its model call (`plan`), sending that call ahead (`early`);
 `generate` streams the answer in rounds of model calls and tool calls, merging pieces
-(`coalesce`) and saving as it goes (`store`); `cancel` stops it. `registry` holds this process's
-runs, `liveness` vouches for them and reaps those whose process died, `dbthread` batches the
-database work of many runs into one thread hop.
+(`coalesce`) and saving as it goes (`store`); `cancel` stops it. A run's state is one `LiveRun`
+(`live`), which `registry` holds from its creation to its end; `lifespan` starts the engine on
+the loop that serves and stops it gracefully (streaming answers stored as they stand);
+`liveness` vouches for this process's runs and reaps those whose process died; `dbthread`
+batches the database work of many runs into one thread hop.
 
 Adapters (the API, the chat socket, commands) import only what is named here.
 """
 
+from sessions_app.engine import lifespan
 from sessions_app.engine.cancel import cancel_run
-from sessions_app.engine.errors import InputError, RunConflict
+from sessions_app.engine.errors import InputError, NotServing, RunConflict
+from sessions_app.engine.live import RunHandle
 from sessions_app.engine.liveness import ensure_heartbeat
-from sessions_app.engine.registry import RunHandle
 from sessions_app.engine.start import start_run
 
-__all__ = ["InputError", "RunConflict", "RunHandle", "cancel_run", "ensure_heartbeat", "start_run"]
+__all__ = [
+    "InputError",
+    "NotServing",
+    "RunConflict",
+    "RunHandle",
+    "cancel_run",
+    "ensure_heartbeat",
+    "lifespan",
+    "start_run",
+]

@@ -73,9 +73,9 @@ class Batcher:
     """Runs `fn` in the ORM thread on everything submitted while its previous call ran.
 
     `fn` returns each item's result or the exception that refused it. `then`, if given, is
-    applied to each result on the event loop, even when its submitter has gone; `after` runs once
-    each batch's outcomes are handed out; with a `tracker`, each batch counts as a start while it
-    is in the thread.
+    applied to each result on the event loop, even when its submitter has gone; `after` is given
+    each batch's items once their outcomes are handed out; with a `tracker`, each batch counts as
+    a start while it is in the thread.
     """
 
     LIMIT = 500
@@ -84,7 +84,7 @@ class Batcher:
         self,
         fn: Callable[[list[Any]], list[Any]],
         then: Callable[[Any], Any] | None = None,
-        after: Callable[[], None] | None = None,
+        after: Callable[[list[Any]], None] | None = None,
         tracker: Starts | None = None,
     ) -> None:
         self.fn = fn
@@ -105,12 +105,13 @@ class Batcher:
         try:
             while self.waiting:
                 batch, self.waiting = self.waiting[: self.LIMIT], self.waiting[self.LIMIT :]
-                outcomes = await self._call([item for item, _ in batch], batch)
+                items = [item for item, _ in batch]
+                outcomes = await self._call(items, batch)
                 try:
                     self._hand_out(batch, outcomes)
                 finally:
                     if self.after is not None:
-                        self.after()
+                        self.after(items)
         finally:
             self.worker = None
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sessions_app.engine.registry import registry
+from sessions_app.engine.live import LiveRun
 from sessions_app.llm import client as llm
 
 
@@ -56,15 +55,18 @@ def _retrieve_exception(task: asyncio.Task[Any]) -> None:
         task.exception()  # seen by whoever awaits it; no "never retrieved" warning meanwhile
 
 
-Request = tuple[uuid.UUID, str, list[dict[str, Any]], list[Any]]  # run, model, messages, tools
+# A created run's request: its run, model, messages and tools.
+Request = tuple[LiveRun, str, list[dict[str, Any]], list[Any]]
 
 
 def send_from_thread(loop: asyncio.AbstractEventLoop, requests: list[Request]) -> None:
     """From the database thread, mid-creation: send these runs' model requests now."""
 
     def send() -> None:
-        for run_id, model, messages, offered in requests:
-            registry.early[run_id] = EarlyRequest(model, messages, offered)
+        for live, model, messages, offered in requests:
+            if live.early is not None:  # sent by a creation that failed, tried again
+                live.early.cancel()
+            live.early = EarlyRequest(model, messages, offered)
 
     try:
         loop.call_soon_threadsafe(send)
@@ -72,13 +74,15 @@ def send_from_thread(loop: asyncio.AbstractEventLoop, requests: list[Request]) -
         pass
 
 
-def claim(run_id: uuid.UUID) -> EarlyRequest | None:
-    return registry.early.pop(run_id, None)
+def claim(live: LiveRun) -> EarlyRequest | None:
+    early, live.early = live.early, None
+    return early
 
 
-def drop_unclaimed() -> None:
+def drop_unclaimed(runs: list[LiveRun]) -> None:
     """After a creation batch: requests whose runs were not created (a conflict, a refusal, an
     error) are closed."""
-    early = registry.early
-    while early:
-        early.popitem()[1].cancel()
+    for live in runs:
+        unclaimed = claim(live)
+        if unclaimed is not None:
+            unclaimed.cancel()

@@ -21,3 +21,7 @@ class InputError(ValueError):
         super().__init__(message)
         self.message = message
         self.status = status
+
+
+class NotServing(Exception):
+    """The engine is stopping (the server shuts down): no new run starts in this process."""

@@ -1,7 +1,7 @@
 """A run's answer: rounds of model calls, streamed as merged pieces, saved as it goes, stored.
 
 The task that runs `generate` belongs to the engine, not to whoever asked: a closed WebSocket or
-SSE client does not stop it; `cancel_run` and the server stopping do.
+SSE client does not stop it; `cancel_run` and the server stopping (see lifespan) do.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sessions_app.engine.coalesce import Coalescer, checkpoint_interval
 from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.engine.early import EarlyRequest
 from sessions_app.engine.errors import CUT, INTERRUPTED, UNSAVED
-from sessions_app.engine.plan import Plan
+from sessions_app.engine.live import LiveRun
 from sessions_app.engine.registry import registry
 from sessions_app.events.stream import RunStream
 from sessions_app.llm import client as llm
@@ -36,15 +36,16 @@ YIELD_EVERY = 0.005
 GIVE_WAY = 0.05
 
 
-async def generate(plan: Plan, stream: RunStream, early: EarlyRequest | None) -> Run:
-    answer = _Answer(plan, stream, early)
+async def generate(live: LiveRun, early: EarlyRequest | None) -> Run:
+    answer = _Answer(live, early)
     status, error = await answer.produce()
+    stream = answer.stream
     try:
         saved = await answer.store(status, error)
     except DatabaseError:
         # Its clients are told; the run, left as last saved, is marked interrupted in time.
         content = "".join(answer.parts)
-        _announce(stream, plan.run, RunStatus.INTERRUPTED, UNSAVED, content, answer.tools_used())
+        _announce(stream, answer.run, RunStatus.INTERRUPTED, UNSAVED, content, answer.tools_used())
         raise
     _announce(stream, saved, status, error, "".join(answer.parts), answer.tools_used())
     memory.after_run(saved)
@@ -52,12 +53,15 @@ async def generate(plan: Plan, stream: RunStream, early: EarlyRequest | None) ->
 
 
 class _Answer:
-    def __init__(self, plan: Plan, stream: RunStream, early: EarlyRequest | None) -> None:
+    def __init__(self, live: LiveRun, early: EarlyRequest | None) -> None:
+        plan, stream = live.plan, live.stream
+        assert plan is not None and stream is not None, "launched before it was created"
+        self.live = live
         self.plan = plan
         self.run = plan.run
         self.stream = stream
         self.early = early
-        self.coalescer = Coalescer(stream, lambda: len(registry.active))
+        self.coalescer = Coalescer(stream, lambda: len(registry.streaming))
         self.messages = list(plan.messages)
         self.parts: list[str] = []  # everything the user saw streamed, across tool rounds
         self.round_text: list[str] = []  # of the current round's answer row
@@ -66,7 +70,7 @@ class _Answer:
         self.assistant_id = plan.assistant_message_id
         self.started = early.started if early is not None else time.perf_counter()
         self.first_token: float | None = None
-        self.next_checkpoint = time.monotonic() + checkpoint_interval(len(registry.active))
+        self.next_checkpoint = time.monotonic() + checkpoint_interval(len(registry.streaming))
         self.last_yield = 0.0  # the first delta yields at once, so its piece goes out first
         self.starts = registry.starts
         self.gave_way = 0  # the round of starts this answer last paused for
@@ -80,8 +84,8 @@ class _Answer:
                     break
                 await self._answer_tools(asked)
         except asyncio.CancelledError:
-            handle = registry.active.get(self.run.run_id)
-            if handle is not None and handle.cancel_requested:
+            # Its user's stop, or the server's (see lifespan), which keeps what it said so far.
+            if self.live.cancel_requested:
                 return RunStatus.CANCELLED, ""
             return RunStatus.INTERRUPTED, INTERRUPTED
         except LLMError as exc:
@@ -143,9 +147,9 @@ class _Answer:
         if now >= self.next_checkpoint:
             self.coalescer.flush()  # what is saved is what was sent: `seq` counts it
             content = "".join(self.parts)
-            if not await store.checkpoint(self.run.run_id, content, self.stream.seq):
+            if not await store.checkpoint(self.live, content, self.stream.seq):
                 raise asyncio.CancelledError  # cancelled from another process
-            self.next_checkpoint = time.monotonic() + checkpoint_interval(len(registry.active))
+            self.next_checkpoint = time.monotonic() + checkpoint_interval(len(registry.streaming))
         elif now - self.last_yield >= YIELD_EVERY:
             # A fast upstream's deltas arrive many to a socket read: let the first piece reach
             # its subscribers (a few loop turns), then let other runs in now and then.
@@ -177,7 +181,7 @@ class _Answer:
             # Shielded: a second cancel (say, the server stopping) must not lose the answer.
             return await asyncio.shield(store.finish(ending))
         finally:
-            registry.active.pop(self.run.run_id, None)
+            registry.finished(self.live)
 
     def tools_used(self) -> list[dict[str, Any]]:
         return [

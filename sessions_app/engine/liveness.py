@@ -11,7 +11,6 @@ A reaped run's viewers are told, wherever they watch.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -111,20 +110,13 @@ async def reap_and_announce(*, session_id: Any = None) -> int:
 
 
 def ensure_heartbeat(*, reap_now: bool = False) -> None:
-    """Start this process's heartbeat on the running loop, once: by its first run, its first
-    chat socket, or the server as it starts (so that a process with neither reaps too), whose
-    heartbeat reaps at once (`reap_now`) rather than at its first beat.
-
-    A heartbeat left on another loop that goes on running (a thread's, a test tool's) is
-    stopped: it would vouch for runs of this loop, and cancel them from its own thread."""
-    loop = asyncio.get_running_loop()
-    previous = registry.heartbeat
-    if previous is not None and not previous.done():
-        if previous.get_loop() is loop:
-            return
-        with contextlib.suppress(RuntimeError):  # that loop was closed meanwhile
-            previous.get_loop().call_soon_threadsafe(previous.cancel)
-    registry.heartbeat = loop.create_task(_beat(reap_now), name="parley-heartbeat")
+    """Start this process's heartbeat with the engine, once: as the server starts (reaping at
+    once, `reap_now`, rather than at its first beat), else with the first run or chat socket
+    (so that tests that need neither meet no beat). Nothing where the engine does not run."""
+    if not registry.running() or registry.loop is not asyncio.get_running_loop():
+        return
+    if registry.heartbeat is None or registry.heartbeat.done():
+        registry.heartbeat = registry.loop.create_task(_beat(reap_now), name="parley-heartbeat")
 
 
 def _beats_reach_database() -> bool:

@@ -9,9 +9,6 @@ processes.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -23,8 +20,9 @@ from sessions_app import accounts
 from sessions_app.engine import early, liveness
 from sessions_app.engine.errors import InputError, RunConflict
 from sessions_app.engine.generate import generate
+from sessions_app.engine.live import Ask, LiveRun
 from sessions_app.engine.plan import Plan
-from sessions_app.engine.registry import RunHandle, registry
+from sessions_app.engine.registry import registry
 from sessions_app.events import open_stream
 from sessions_app.llm import client as llm
 from sessions_app.models import (
@@ -44,16 +42,6 @@ from sessions_app.services.context import Turn, build_messages_many
 from sessions_app.services.sessions import default_session_name
 
 Claim = accounts.TokenClaim | accounts.SignedIn
-
-
-@dataclass
-class Ask:
-    user: User | Claim  # a claim until the batch checks it
-    text: str
-    agent_id: Any
-    session_id: Any
-    session_state: dict[str, Any] | None
-    loop: asyncio.AbstractEventLoop  # where the model's request is sent early
 
 
 def _starts(ask: Ask) -> tuple[str, ...]:
@@ -79,24 +67,25 @@ async def start_run(
     agent_id: Any = None,
     session_id: Any = None,
     session_state: dict[str, Any] | None = None,
-) -> RunHandle:
+) -> LiveRun:
     """Create the run (and the session, when none is given) and start streaming its answer.
     `user` may be a claim not checked yet, checked first: a bearer token (refused, it raises
     accounts.Unauthorized) or a socket's sign-in (accounts.Inactive when the account is not active
-    any more)."""
+    any more). NotServing while the server stops."""
     text = validate_input(input)
     if session_state is not None and not isinstance(session_state, dict):
         raise InputError("session_state must be a JSON object.", 422)
-    ask = Ask(user, text, agent_id, session_id, session_state, asyncio.get_running_loop())
+    registry.check_serving()
+    live = LiveRun(Ask(user, text, agent_id, session_id, session_state))
     creator = registry.batcher(_create_runs, then=_launch, after=early.drop_unclaimed, tracked=True)
-    return await creator.submit(ask)
+    return await creator.submit(live)
 
 
-def _launch(plan: Plan) -> RunHandle:
+def _launch(live: LiveRun) -> LiveRun:
     """Start streaming a created run, in a task of the engine's own."""
-    run = plan.run
-    stream = open_stream(run.run_id, run.session_id)
-    stream.publish(
+    run = live.plan.run
+    live.stream = open_stream(run.run_id, run.session_id)
+    live.stream.publish(
         "RunStarted",
         model=run.model,
         model_provider=run.model_provider,
@@ -104,161 +93,146 @@ def _launch(plan: Plan) -> RunHandle:
         position=run.position,
         created_at=run.created_at.isoformat(),
     )
-    # A fresh context: the task must not inherit the request's (whose thread executor ends with
-    # the response), since the run outlives whoever started it.
-    task = asyncio.create_task(
-        generate(plan, stream, early.claim(run.run_id)),
-        name=f"run-{run.run_id}",
-        context=contextvars.Context(),
-    )
-    handle = registry.active[run.run_id] = RunHandle(run.run_id, run.session_id, stream, task)
-    registry.launching.discard(run.run_id)
-    # Starting until its first piece (see generate), or its end if none comes.
-    starts = registry.starts
-    starts.add(run.run_id)
-    task.add_done_callback(lambda _: starts.done(run.run_id))
+    registry.launch(live, generate(live, early.claim(live)))
     liveness.ensure_heartbeat()
-    return handle
+    return live
 
 
-def _create_runs(asks: list[Ask]) -> list[Plan | Exception]:
-    """Each ask's plan, or the exception that refused it. Claims are checked first, each kind
+def _create_runs(runs: list[LiveRun]) -> list[LiveRun | Exception]:
+    """Each run, created, or the exception that refused it. Claims are checked first, each kind
     in one query (their runs' first token would otherwise wait for a lookup of its own)."""
-    outcomes: list[Plan | Exception | None] = [None] * len(asks)
-    _check_claims(asks, outcomes)
-    allowed = [i for i in range(len(asks)) if outcomes[i] is None]
-    for i, outcome in zip(allowed, _create_allowed([asks[i] for i in allowed]), strict=True):
-        outcomes[i] = outcome
-    return outcomes  # type: ignore[return-value]
+    _check_claims(runs)
+    _create_allowed([live for live in runs if live.refusal is None])
+    return [live.refusal or live for live in runs]
 
 
-def _check_claims(asks: list[Ask], outcomes: list[Plan | Exception | None]) -> None:
+def _check_claims(runs: list[LiveRun]) -> None:
     """Replace each claim by its user, as the database has it now, or refuse the ask."""
-    claimed = [i for i, ask in enumerate(asks) if isinstance(ask.user, accounts.TokenClaim)]
+    claimed = [live for live in runs if isinstance(live.ask.user, accounts.TokenClaim)]
     if claimed:
-        raws = [asks[i].user.raw for i in claimed]  # type: ignore[union-attr]
-        for i, user in zip(claimed, accounts.users_for_tokens(raws), strict=True):
+        raws = [live.ask.user.raw for live in claimed]  # type: ignore[union-attr]
+        for live, user in zip(claimed, accounts.users_for_tokens(raws), strict=True):
             if isinstance(user, accounts.Unauthorized):
-                outcomes[i] = user
+                live.refusal = user
             else:
-                asks[i].user = user
-    signed_in = [i for i, ask in enumerate(asks) if isinstance(ask.user, accounts.SignedIn)]
+                live.ask.user = user
+    signed_in = [live for live in runs if isinstance(live.ask.user, accounts.SignedIn)]
     if signed_in:
-        found = accounts.active_users([asks[i].user.pk for i in signed_in])
-        for i in signed_in:
-            user = found.get(asks[i].user.pk)
+        found = accounts.active_users([live.ask.user.pk for live in signed_in])
+        for live in signed_in:
+            user = found.get(live.ask.user.pk)
             if user is None:
-                outcomes[i] = accounts.Inactive()
+                live.refusal = accounts.Inactive()
             else:
-                asks[i].user = user
+                live.ask.user = user
 
 
-def _create_allowed(asks: list[Ask]) -> list[Plan | Exception]:
+def _create_allowed(runs: list[LiveRun]) -> None:
     """All together, or, when that meets an active run (two sends into one session, or a run
     whose process died), one at a time."""
-    if not asks:
-        return []
-    if len(asks) == 1:
-        outcomes = [_create_alone(asks[0])]
-    else:
+    if len(runs) == 1:
+        _create_alone(runs[0])
+    elif runs:
         try:
-            outcomes = _Creation(asks).run()
+            _Creation(runs).run()
         except IntegrityError:
-            outcomes = []
-            for ask in asks:
+            for live in runs:
                 try:
-                    outcomes.append(_create_alone(ask))
+                    _create_alone(live)
                 except Exception as exc:
-                    outcomes.append(exc)
-                if isinstance(outcomes[-1], Plan):
+                    live.refusal = exc
+                if live.plan is not None:
                     # A later ask may meet this run: it is not stale, only not launched yet.
-                    registry.launching.add(outcomes[-1].run.run_id)
-    registry.launching.update(o.run.run_id for o in outcomes if isinstance(o, Plan))
-    return outcomes
+                    registry.created(live)
+    for live in runs:
+        if live.plan is not None:
+            registry.created(live)
 
 
-def _create_alone(ask: Ask) -> Plan | Exception:
+def _create_alone(live: LiveRun) -> None:
     try:
-        return _Creation([ask]).run()[0]
+        return _Creation([live]).run()
     except IntegrityError:
         pass
     # The session has an active run: maybe one whose process died. Reap and try once more.
-    reaped = liveness.reap_stale_runs(session_id=ask.session_id) if ask.session_id else []
+    session_id = live.ask.session_id
+    reaped = liveness.reap_stale_runs(session_id=session_id) if session_id else []
     if reaped:
-        ask.loop.call_soon_threadsafe(liveness.announce, reaped)
+        registry.loop.call_soon_threadsafe(liveness.announce, reaped)
         try:
-            return _Creation([ask]).run()[0]
+            return _Creation([live]).run()
         except IntegrityError:
             pass
-    return RunConflict("A run is already in progress in this session.")
+    live.refusal = RunConflict("A run is already in progress in this session.")
 
 
 class _Creation:
     """The runs of several asks (and the sessions of those without one), created with bulk
     queries in one transaction; IntegrityError, and nothing written, when any of them meets
-    an active run."""
+    an active run. Each run's session, agent, plan or refusal is set on it."""
 
-    def __init__(self, asks: list[Ask]) -> None:
-        self.asks = asks
-        self.outcomes: list[Plan | Exception | None] = [None] * len(asks)
-        self.sessions: list[Session | None] = [None] * len(asks)
-        self.agents: list[Agent | None] = [None] * len(asks)
+    def __init__(self, runs: list[LiveRun]) -> None:
+        self.runs = runs
+        for live in runs:  # what an earlier try found was rolled back with it
+            live.refusal = live.session = live.agent = live.plan = None
         self._agent_cache: dict[Any, Agent | Exception] = {}
         self.now = timezone.now()
 
-    def run(self) -> list[Plan | Exception]:
+    def run(self) -> None:
         with transaction.atomic():
             self._admit()
-            live = [i for i in range(len(self.asks)) if self.outcomes[i] is None]
-            fresh = self._sessions_of(live)
-            runs, busy = self._runs_of(live)
-            built, offered = self._calls_of(live, runs)
+            admitted = [live for live in self.runs if live.refusal is None]
+            fresh = self._sessions_of(admitted)
+            runs, busy = self._runs_of(admitted)
+            built, offered = self._calls_of(admitted, runs)
             # Everything the model is sent is known before anything is written: the requests
             # go out now, unless the transaction is bound to fail (a session with a run in
             # progress, or asked for twice at once: one of them answers RunConflict).
-            targets = [self.sessions[i].pk for i in live]
-            if live and not busy and len(set(targets)) == len(targets):
+            targets = [live.session.pk for live in admitted]
+            if admitted and not busy and len(set(targets)) == len(targets):
                 requests = [
-                    (run.run_id, run.model, sent, specs)
-                    for run, sent, specs in zip(runs, built, offered, strict=True)
+                    (live, run.model, sent, specs)
+                    for live, run, sent, specs in zip(admitted, runs, built, offered, strict=True)
                 ]
-                early.send_from_thread(self.asks[live[0]].loop, requests)
-            answers = self._write(live, fresh, runs)
-        for n, (i, run) in enumerate(zip(live, runs, strict=True)):
-            self.outcomes[i] = Plan(run, self.sessions[i], answers[n], built[n], offered[n])
-        return self.outcomes  # type: ignore[return-value]
+                early.send_from_thread(registry.loop, requests)
+            answers = self._write(admitted, fresh, runs)
+        for n, (live, run) in enumerate(zip(admitted, runs, strict=True)):
+            live.plan = Plan(run, live.session, answers[n], built[n], offered[n])
 
     def _admit(self) -> None:
         """Rate limits, then the access gates: each ask's session and agent, or its refusal."""
-        by_user: dict[Any, list[int]] = {}
-        for i, ask in enumerate(self.asks):
-            by_user.setdefault(ask.user.pk, []).append(i)
-        for indexes in by_user.values():
-            user = self.asks[indexes[0]].user
-            kinds = [_starts(self.asks[i]) for i in indexes]
-            for i, refusal in zip(indexes, ratelimit.refusals(user, kinds), strict=True):
-                self.outcomes[i] = refusal
-            existing = [i for i in indexes if self.outcomes[i] is None and self.asks[i].session_id]
-            found = get_sessions_for_owner(user, [self.asks[i].session_id for i in existing])
-            for i, session in zip(existing, found, strict=True):
+        by_user: dict[Any, list[LiveRun]] = {}
+        for live in self.runs:
+            by_user.setdefault(live.ask.user.pk, []).append(live)
+        for runs in by_user.values():
+            user = runs[0].ask.user
+            kinds = [_starts(live.ask) for live in runs]
+            for live, refusal in zip(runs, ratelimit.refusals(user, kinds), strict=True):
+                live.refusal = refusal
+            existing = [live for live in runs if live.refusal is None and live.ask.session_id]
+            found = get_sessions_for_owner(user, [live.ask.session_id for live in existing])
+            for live, session in zip(existing, found, strict=True):
                 if isinstance(session, Exception):
-                    self.outcomes[i] = session
+                    live.refusal = session
                 else:
-                    self.sessions[i] = session
-        for i, ask in enumerate(self.asks):
-            if self.outcomes[i] is not None:
-                continue
-            session = self.sessions[i]
-            try:
-                if session and not ask.agent_id:
-                    self.agents[i] = session.agent
-                else:
-                    self.agents[i] = self._agent(ask, session.agent if session else None)
-                if ask.session_state:
-                    base = session.session_state if session else self.agents[i].session_state
-                    statesize.check("session_state", {**base, **ask.session_state})
-            except Exception as exc:
-                self.outcomes[i] = exc
+                    live.session = session
+        for live in self.runs:
+            if live.refusal is None:
+                try:
+                    self._agent_and_state(live)
+                except Exception as exc:
+                    live.refusal = exc
+
+    def _agent_and_state(self, live: LiveRun) -> None:
+        """The run's agent (its session's, unless the ask names one); the state it would have."""
+        ask, session = live.ask, live.session
+        if session and not ask.agent_id:
+            live.agent = session.agent
+        else:
+            live.agent = self._agent(ask, session.agent if session else None)
+        if ask.session_state:
+            base = session.session_state if session else live.agent.session_state
+            statesize.check("session_state", {**base, **ask.session_state})
 
     def _agent(self, ask: Ask, loaded: Agent | None) -> Agent:
         key = str(ask.agent_id) if ask.agent_id else None
@@ -272,27 +246,26 @@ class _Creation:
             raise found
         return found
 
-    def _sessions_of(self, live: list[int]) -> list[Session]:
+    def _sessions_of(self, admitted: list[LiveRun]) -> list[Session]:
         """New sessions for asks without one, state merged into those with one."""
         fresh = []
-        for i in live:
-            ask, agent = self.asks[i], self.agents[i]
-            if self.sessions[i] is None:
-                self.sessions[i] = Session(
+        for live in admitted:
+            ask, agent = live.ask, live.agent
+            if live.session is None:
+                live.session = Session(
                     user=ask.user,
                     agent=agent,
                     session_name=default_session_name(ask.text),
                     session_state={**agent.session_state, **(ask.session_state or {})},
                 )
-                fresh.append(self.sessions[i])
+                fresh.append(live.session)
             elif ask.session_state:
-                state = {**self.sessions[i].session_state, **ask.session_state}
-                self.sessions[i].session_state = state
+                live.session.session_state = {**live.session.session_state, **ask.session_state}
         return fresh
 
-    def _runs_of(self, live: list[int]) -> tuple[list[Run], set[Any]]:
+    def _runs_of(self, admitted: list[LiveRun]) -> tuple[list[Run], set[Any]]:
         """The new runs, unsaved, and which of their sessions have a run in progress."""
-        old = [self.sessions[i].pk for i in live if self.asks[i].session_id is not None]
+        old = [live.session.pk for live in admitted if live.ask.session_id is not None]
         active = Count("pk", filter=Q(status__in=ACTIVE_STATUSES))
         state = list(
             Run.objects.filter(session__in=old)
@@ -303,34 +276,34 @@ class _Creation:
         busy = {row["session"] for row in state if row["active"]}
         runs = [
             Run(
-                session=self.sessions[i],
-                user=self.asks[i].user,
-                agent=self.agents[i],
-                position=(last.get(self.sessions[i].pk) or 0) + 1,
+                session=live.session,
+                user=live.ask.user,
+                agent=live.agent,
+                position=(last.get(live.session.pk) or 0) + 1,
                 status=RunStatus.RUNNING,
-                input=self.asks[i].text,
-                model=self.agents[i].model or settings.LLM_MODEL,
+                input=live.ask.text,
+                model=live.agent.model or settings.LLM_MODEL,
                 model_provider=llm.provider_name(),
                 worker=WORKER_ID,
                 heartbeat_at=self.now,
             )
-            for i in live
+            for live in admitted
         ]
         return runs, busy
 
-    def _calls_of(self, live: list[int], runs: list[Run]) -> tuple[list[Any], list[Any]]:
+    def _calls_of(self, admitted: list[LiveRun], runs: list[Run]) -> tuple[list[Any], list[Any]]:
         """What each run's model call is sent: messages (few-shot examples, history, the turn)
         and the tools offered."""
-        found = examples.examples_for(self.agents[i] for i in live)
+        found = examples.examples_for(live.agent for live in admitted)
         turns = []
-        for i, run in zip(live, runs, strict=True):
-            agent, session = self.agents[i], self.sessions[i]
+        for live, run in zip(admitted, runs, strict=True):
+            agent, session = live.agent, live.session
             given = found.get(agent.pk, examples.Examples())
             run.fewshot_items = given.item_ids
             turns.append(Turn(agent, session, run.position, run.input, run.user, given.messages))
-        return build_messages_many(turns), [tools.tool_specs(self.agents[i]) for i in live]
+        return build_messages_many(turns), [tools.tool_specs(live.agent) for live in admitted]
 
-    def _write(self, live: list[int], fresh: list[Session], runs: list[Run]) -> list[int]:
+    def _write(self, admitted: list[LiveRun], fresh: list[Session], runs: list[Run]) -> list[int]:
         """Insert the sessions, runs and each run's two messages; the answers' row ids."""
         Session.objects.bulk_create(fresh)
         Run.objects.bulk_create(runs)
@@ -341,12 +314,12 @@ class _Creation:
                 Message(run=run, session=run.session, order=1, role=Role.ASSISTANT, content=""),
             ]
         Message.objects.bulk_create(messages)
-        given = [i for i in live if self.asks[i].session_id]
-        merged = [i for i in given if self.asks[i].session_state]
-        for i in merged:
-            self.sessions[i].save(update_fields=["session_state", "updated_at"])
+        given = [live for live in admitted if live.ask.session_id]
+        merged = [live for live in given if live.ask.session_state]
+        for live in merged:
+            live.session.save(update_fields=["session_state", "updated_at"])
         # Bumps updated_at so the sessions sort first.
-        touched = [self.sessions[i].pk for i in given if i not in merged]
+        touched = [live.session.pk for live in given if not live.ask.session_state]
         if touched:
             Session.objects.filter(pk__in=touched).update(updated_at=self.now)
         return [message.pk for message in messages[1::2]]

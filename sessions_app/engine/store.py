@@ -18,6 +18,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from sessions_app.engine.live import LiveRun
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
 from sessions_app.llm import client as llm
@@ -103,20 +104,18 @@ def save_tool_round(
     return results, answer.pk
 
 
-async def checkpoint(run_id: uuid.UUID, content: str, seq: int) -> bool:
+async def checkpoint(live: LiveRun, content: str, seq: int) -> bool:
     """Save the partial answer; False when the run was cancelled from elsewhere. A database
     that is unavailable for now skips this one: the answer goes on, and the next save has it."""
     try:
-        saved = await registry.batcher(_save_checkpoints).submit((run_id, content, seq))
+        saved = await registry.batcher(_save_checkpoints).submit((live.run_id, content, seq))
     except DatabaseError as exc:
         if outage.describe(exc) is None:
             raise
-        log.warning("run %s: partial answer not saved: %s", run_id, exc)
+        log.warning("run %s: partial answer not saved: %s", live.run_id, exc)
         return True
     if not saved:
-        handle = registry.active.get(run_id)
-        if handle is not None:
-            handle.cancel_requested = True
+        live.cancel_requested = True
     return bool(saved)
 
 

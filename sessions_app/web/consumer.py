@@ -133,6 +133,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.notice("An answer is already in progress in this chat.")
         except engine.InputError as exc:
             await self.notice(exc.message)
+        except engine.NotServing as exc:
+            await self.notice(str(exc))
         except ratelimit.RateLimited as exc:
             wait = exc.seconds
             doing = "starting new chats" if exc.kind == ratelimit.SESSION else "sending"

@@ -21,6 +21,7 @@ from project.asgi import application
 from sessions_app.accounts import create_token
 from sessions_app.models import Run, User
 from tests.conftest import ROOT, subprocess_env
+from tests.support.asgiclient import request_served
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -134,7 +135,8 @@ def test_a_deactivated_user_s_api_tokens_answer_401_at_once(alice, agent, upstre
     alice.save()
 
     assert client.get("/api/sessions", **bearer).status_code == 401
-    started = client.post("/api/runs", {"input": "hi"}, content_type="application/json", **bearer)
+    token = {"Authorization": f"Bearer {raw}"}
+    started = request_served("POST", "/api/runs", {"input": "hi"}, token)
     assert started.status_code == 401
     assert "Authentication required" in started.json()["detail"]
     assert not Run.objects.exists()

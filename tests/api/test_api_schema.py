@@ -87,10 +87,11 @@ def _asgi_loop_stops_with_the_module() -> Iterator[None]:
     """schemathesis serves every ASGI request on one event loop kept until the process exits.
 
     Runs started through POST /api/runs leave this process's tasks on that loop: with Redis the
-    realtime pump, which would otherwise be destroyed pending at exit. (The heartbeat started
-    there is stopped by the next loop's, see liveness.ensure_heartbeat.) The loop is stopped with
-    this module, by the function schemathesis itself registers to run at exit; the shared loop
-    and that function came in schemathesis 4.26, the lower bound in pyproject.toml.
+    realtime pump, which would otherwise be destroyed pending at exit. (The run engine runs
+    there between the ASGI lifespan's startup and shutdown, which schemathesis sends around
+    each test; see project.asgi.) The loop is stopped with this module, by the function
+    schemathesis itself registers to run at exit; the shared loop and that function came in
+    schemathesis 4.26, the lower bound in pyproject.toml.
     """
     yield
     schemathesis_asgi._shutdown()

@@ -28,6 +28,7 @@ from datasets_app.export.formats import FORMATS_BY_NAME
 from datasets_app.models import Dataset, DatasetItem, DatasetRule, ItemStatus
 from datasets_app.services import collect, snapshot
 from sessions_app import engine
+from sessions_app.engine import lifespan
 from sessions_app.models import Agent, Run, User
 from sessions_app.services import feedback
 from testkit.upstream import Reply
@@ -53,8 +54,10 @@ def state_tool_agent(brief_agent: Agent) -> Agent:
 
 
 async def finish(user, text: str, **kwargs) -> Run:
-    handle = await engine.start_run(user, text, **kwargs)
-    return await handle.wait()
+    # Sync tests' fixtures call it too: the engine then runs on the fixture's loop meanwhile.
+    async with lifespan.serving():
+        handle = await engine.start_run(user, text, **kwargs)
+        return await handle.wait()
 
 
 def _fix(item: DatasetItem, n: int, split: str, status: str = ItemStatus.ACCEPTED, **more) -> None:

@@ -48,6 +48,7 @@ OTHER_PROCESS = textwrap.dedent(
     from sessions_app import engine
 
     async def main():
+        engine.lifespan.start()  # as serve starts it
         user = await get_user_model().objects.aget(username="alice")
         handle = await engine.start_run(user, "a long answer, please")
         print(handle.session_id, handle.run_id, flush=True)

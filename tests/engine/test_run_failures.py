@@ -19,7 +19,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from sessions_app import engine
-from sessions_app.engine import liveness, store
+from sessions_app.engine import lifespan, liveness, store
 from sessions_app.engine.registry import registry
 from sessions_app.llm.usage import Usage
 from sessions_app.models import LLMCall, Message, Role, Run, RunStatus, Session
@@ -265,6 +265,7 @@ SERVER_THAT_DIES = textwrap.dedent(
     from sessions_app import engine
 
     async def main():
+        engine.lifespan.start()  # as serve starts it
         user = await get_user_model().objects.aget(username="alice")
         handle = await engine.start_run(user, "tell me a long story")
         print(handle.run_id, flush=True)
@@ -410,6 +411,7 @@ CONTINUE_IN_NEW_PROCESS = textwrap.dedent(
     from sessions_app import engine
 
     async def main():
+        engine.lifespan.start()  # as serve starts it
         user = await get_user_model().objects.aget(username="alice")
         handle = await engine.start_run(user, "What was my last question?", session_id=sys.argv[1])
         run = await handle.wait()
@@ -442,33 +444,32 @@ async def test_a_session_continued_from_a_new_process_has_its_history(alice, age
     ]
 
 
-async def test_a_process_keeps_one_heartbeat_when_runs_start_on_another_event_loop():
-    # Another loop of this process that goes on running (a thread's, or a test tool's) started
-    # the heartbeat first. Left running, it would vouch for runs of this loop, and cancel them
-    # from its own thread when their cancel is asked for.
+async def test_the_engine_runs_on_the_one_loop_it_was_started_on(alice, agent, upstream):
+    # Another loop of this process (a thread's, or a test tool's) neither takes the engine over
+    # nor starts runs, which would be vouched for and cancelled from the wrong thread.
     other = asyncio.new_event_loop()
     thread = threading.Thread(target=other.run_forever, daemon=True)
     thread.start()
 
-    async def start_there() -> asyncio.Task[None]:
-        liveness.ensure_heartbeat()
-        assert registry.heartbeat is not None
-        return registry.heartbeat
+    async def start_there() -> None:
+        lifespan.start()
 
-    async def settled(task: asyncio.Task[None]) -> bool:
-        await asyncio.sleep(0)  # the cancel, sent from this thread, runs in a turn of its loop
-        return task.cancelled()
+    async def ask_there() -> None:
+        await engine.start_run(alice, "from elsewhere")
 
     try:
-        first = asyncio.run_coroutine_threadsafe(start_there(), other).result(5)
+        with pytest.raises(RuntimeError, match="already running"):
+            asyncio.run_coroutine_threadsafe(start_there(), other).result(5)
+        with pytest.raises(RuntimeError, match="not running on this event loop"):
+            asyncio.run_coroutine_threadsafe(ask_there(), other).result(5)
         liveness.ensure_heartbeat()  # what a run started here does
-        assert registry.heartbeat is not first
-        assert registry.heartbeat.get_loop() is asyncio.get_running_loop()
-        assert asyncio.run_coroutine_threadsafe(settled(first), other).result(5)
+        heartbeat = registry.heartbeat
+        assert heartbeat is not None and heartbeat.get_loop() is asyncio.get_running_loop()
         liveness.ensure_heartbeat()  # and once here is enough
-        assert not registry.heartbeat.done()
+        assert registry.heartbeat is heartbeat and not heartbeat.done()
+        run = await (await engine.start_run(alice, "from here")).wait()
+        assert run.status == RunStatus.COMPLETED
     finally:
-        registry.heartbeat.cancel()
         other.call_soon_threadsafe(other.stop)
         thread.join(5)
         other.close()

@@ -326,8 +326,7 @@ async def test_the_number_of_queries_does_not_grow_with_the_answer(
     upstream.script(Reply(tokens=2000))
     with count_queries() as long:
         await run_to_end(alice, "long")
-    # Listed on failure, with their threads and times. (An extra heartbeat write once came from
-    # another event loop left running by an earlier test; see liveness.ensure_heartbeat.)
+    # Listed on failure, with their threads and times.
     listing = f"short:\n{short.described()}\nlong:\n{long.described()}"
     assert short.writes == long.writes, listing
     assert short.total == long.total, listing

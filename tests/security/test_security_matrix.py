@@ -24,6 +24,7 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.contrib.contenttypes.models import ContentType
+from django.http import HttpResponse
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
@@ -34,6 +35,7 @@ from sessions_app.accounts import create_token
 from sessions_app.models import Agent, ApiToken, LLMCall, Message, Run, Session, User
 from sessions_app.web.consumer import ChatConsumer
 from tests.support.apiclient import bearer, default_agent, stored_run
+from tests.support.asgiclient import request_served
 from tests.support.chattab import open_tab
 from tests.support.roles import support_group
 from tests.support.waiting import until
@@ -442,6 +444,8 @@ def api_request(world: World, role: str, case: Case) -> Any:
     user = world.users[role]
     headers = bearer(user) if user is not None else {}
     body = json.loads(fill(json.dumps(case.data), world)) if case.method != "GET" else None
+    if case in ASYNC_API:
+        return path, served_request(headers, case.method, path, body)
     client = Client(headers=headers)
     if case.method == "GET":
         return path, client.get(path, case.data)
@@ -453,6 +457,12 @@ def api_request(world: World, role: str, case: Case) -> Any:
 # The async operations (starting and stopping runs) read through other threads' connections,
 # which see only committed rows.
 ASYNC_API = [case for case in API if case.route.startswith("/api/runs") and case.method == "POST"]
+
+
+def served_request(headers: dict[str, str], method: str, path: str, body: Any) -> HttpResponse:
+    """Through the ASGI application with the run engine running, as Django's response."""
+    response = request_served(method, path, body, headers)
+    return HttpResponse(response.body, status=response.status_code, headers=response.headers)
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 from serving.children import free_port
 from serving.embedded import EmbeddedModel, EmbeddedModelError
+from serving.nginx import find_nginx
 from sessions_app import engine
 from sessions_app.engine.errors import CUT
 from sessions_app.models import Agent, RunStatus
@@ -154,6 +156,83 @@ def test_serve_on_the_port_in_PORT_starts_the_embedded_model_and_stops_it_on_ctr
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def _wait_for(condition, what: str, server: subprocess.Popen[bytes], log: Path, timeout=90.0):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert server.poll() is None, f"serve exited ({server.returncode}):\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s\n{log.read_text()}"
+        time.sleep(0.2)
+    return value
+
+
+def _model_server(serve: int) -> int:
+    """The pid of the embedded model's server that `serve` runs."""
+    (found,) = [
+        pid
+        for pid in _children(serve)
+        if b"llama_cpp.server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    return found
+
+
+def _model_servers_on(url: str) -> list[int]:
+    """Every model server of this machine listening where `url` says."""
+    port = url.rsplit(":", 1)[1].split("/")[0].encode()
+    found = []
+    for entry in filter(lambda entry: entry.name.isdigit(), Path("/proc").iterdir()):
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"llama_cpp.server" in args and port in args and _alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("workers", [1, 2], ids=["one process", "two workers"])
+def test_serve_starts_the_embedded_model_again_when_it_dies_and_stops_if_it_keeps_dying(
+    tmp_path, workers
+):
+    env = subprocess_env(PYTHONFAULTHANDLER="1")
+    for name in ("LLM_BASE_URL", "LLM_API_KEY", "OPENAI_API_KEY"):
+        env.pop(name, None)
+    if workers > 1:
+        if find_nginx() is None:
+            pytest.skip("nginx is not installed")
+        env["REDIS_URL"] = os.getenv("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    command = [sys.executable, "manage.py", "serve", "--port", str(free_port())]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [*command, "--workers", str(workers)], cwd=ROOT, env=env, stdout=out, stderr=out
+        )
+    killed: list[int] = []
+    try:
+        ready = re.compile(r"Embedded model ready at (\S+)")
+        model_url = _wait_for(lambda: ready.search(log.read_text()), "ready", server, log)[1]
+        again = f"Embedded model ready again at {model_url}"
+        for restarts in (1, 2):
+            killed.append(_model_server(server.pid))
+            os.kill(killed[-1], signal.SIGKILL)
+            _wait_for(lambda n=restarts: log.read_text().count(again) == n, again, server, log)
+            # On the same address, which Parley (and every worker) was given.
+            assert httpx.get(model_url + "/models", timeout=10).status_code == 200
+        killed.append(_model_server(server.pid))
+        os.kill(killed[-1], signal.SIGKILL)  # the third time in a row, right after it started
+        assert server.wait(timeout=60) == 1, log.read_text()
+        said = log.read_text()
+        exited = "The embedded model (SmolLM2-135M-Instruct) exited (killed by SIGKILL)"
+        assert said.count(f"{exited}; starting it again.") == 2
+        stopped = f"{exited}, again right after it started; stopping Parley."
+        assert f"CommandError: Parley stopped: {stopped}" in said
+        assert not _model_servers_on(model_url), "a model server was left running"
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
 
 
 # Listens on the port it is given and accepts, but never answers: a model that hangs loading.

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 
 from project.asgi import application
+from sessions_app.engine import lifespan
 
 
 @dataclass
@@ -117,3 +119,17 @@ class ASGIClient:
 
     async def post(self, path: str, body: Any = None) -> StreamedResponse:
         return await self.request("POST", path, body if body is not None else {})
+
+
+def request_served(
+    method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+) -> StreamedResponse:
+    """From a sync test: one request through the application, on a loop of its own that runs
+    the run engine meanwhile, as serve runs it. (Django's test client runs an async view on a
+    loop of its own too, where no engine runs: a run asked for there is refused.)"""
+
+    async def send() -> StreamedResponse:
+        async with lifespan.serving():
+            return await ASGIClient(headers).request(method, path, body)
+
+    return async_to_sync(send)()

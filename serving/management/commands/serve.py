@@ -3,6 +3,8 @@ N daphne processes behind nginx); all stop together."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import sys
 import tempfile
@@ -12,11 +14,12 @@ from typing import Any
 from daphne.cli import CommandLineInterface
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from twisted.internet import reactor
+from twisted.internet import defer, reactor
+from twisted.internet.error import ReactorNotRunning
 
 from serving import nginx
 from serving.children import free_port, plain_environment
-from serving.embedded import EmbeddedModel, EmbeddedModelError
+from serving.embedded import EmbeddedModel, EmbeddedModelError, ModelWatch
 from serving.layers import redis_problem
 from serving.listening import daphne_endpoint, daphne_socket_limits
 from serving.workers import Child, Supervisor, Worker
@@ -72,17 +75,22 @@ class Command(BaseCommand):
         model: EmbeddedModel | None = None
         if not settings.LLM_BASE_URL:
             model = self.start_model()
+        watch = None if model is None else ModelWatch(model, self.stderr.write)
         try:
             if nginx_path is None:
                 if options["verbosity"]:  # a worker of serve --workers says nothing of its own
                     self.stdout.write(f"Parley is serving on http://{nginx.address(host, port)}/")
                     self.advise(host)
-                run_daphne(host, port)
+                run_daphne(host, port, watch)
             else:
-                self.serve_several(workers, host, port, nginx_path)
+                self.serve_several(workers, host, port, nginx_path, watch)
         finally:
+            if watch is not None:
+                watch.stop()
             if model is not None:
                 model.stop()
+        if watch is not None and watch.failed:
+            raise CommandError(f"Parley stopped: {watch.failed}")
 
     def advise(self, host: str) -> None:
         """On every interface, browsers come by names serve cannot know: say what they need."""
@@ -104,7 +112,9 @@ class Command(BaseCommand):
         self.stdout.write(f"Embedded model ready at {model.base_url}")
         return model
 
-    def serve_several(self, count: int, host: str, port: int, nginx_path: str) -> None:
+    def serve_several(
+        self, count: int, host: str, port: int, nginx_path: str, watch: ModelWatch | None
+    ) -> None:
         ports = [free_port() for _ in range(count)]
         workers = [
             Worker(f"worker {n}", worker_command(p), worker_environment(), settings.BASE_DIR, p)
@@ -126,7 +136,10 @@ class Command(BaseCommand):
                 self.stdout.write(f"{worker.name}: daphne on http://127.0.0.1:{worker.port}/")
             ready = f"Parley is serving on http://{nginx.address(host, port)}/ ({count} workers)"
             self.advise(host)
-            code = Supervisor(workers, front, self.stdout.write).run(ready)
+            supervisor = Supervisor(workers, front, self.stdout.write)
+            if watch is not None:  # a model that cannot be kept running stops everything
+                watch.start(give_up=supervisor.stopping.set)
+            code = supervisor.run(ready)
         if code:
             raise CommandError("Parley stopped: a process it runs failed (see above).")
 
@@ -197,13 +210,29 @@ def worker_environment() -> dict[str, str]:
     return env
 
 
-def run_daphne(host: str, port: int) -> None:
-    """daphne in this process, on the endpoint of serving.listening. Once its loop runs, this
-    process's heartbeat starts, its first beat reaping the runs of processes that died."""
+def run_daphne(host: str, port: int, watch: ModelWatch | None = None) -> None:
+    """daphne in this process, on the endpoint of serving.listening. Once its loop runs, the run
+    engine starts, its heartbeat's first beat reaping the runs of processes that died; before
+    the loop stops (SIGTERM, SIGINT), the engine stops, storing the answers streaming here.
+    A model that cannot be kept running (`watch`) stops daphne as SIGTERM would."""
     # A call of the reactor's loop (its first turn), not one before it runs, like callWhenRunning.
-    reactor.callLater(0, engine.ensure_heartbeat, reap_now=True)
+    reactor.callLater(0, engine.lifespan.start, reap_now=True)
+    if watch is not None:
+        watch.start(give_up=lambda: reactor.callFromThread(stop_reactor))
+    reactor.addSystemEventTrigger("before", "shutdown", stop_engine)
     limits = daphne_socket_limits(settings.PARLEY_MAX_SOCKET_MESSAGE_BYTES)
     arguments = ["--endpoint", daphne_endpoint(host, port), *limits]
     if settings.PARLEY_PROXY_HEADERS:
         arguments.append("--proxy-headers")
     CommandLineInterface().run([*arguments, "project.asgi:application"])
+
+
+def stop_engine() -> defer.Deferred:
+    """The engine's graceful stop, which the reactor waits for before it stops its loop."""
+    return defer.Deferred.fromFuture(asyncio.ensure_future(engine.lifespan.stop()))
+
+
+def stop_reactor() -> None:
+    if reactor.running:
+        with contextlib.suppress(ReactorNotRunning):  # already stopping
+            reactor.stop()

@@ -1,0 +1,74 @@
+"""One run of this process, from the ask to its end: the one object that holds its state.
+
+`start_run` makes it from the ask; the creation batch, in the database thread, fills in its
+session, agent and plan (or why it was refused) and sends its model request ahead; the registry
+launches it (its event stream and task) and forgets it once its end is stored. Its starter gets
+it back as the run's handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sessions_app.events import Event, RunStream, subscribe
+
+if TYPE_CHECKING:
+    from sessions_app import accounts
+    from sessions_app.engine.early import EarlyRequest
+    from sessions_app.engine.plan import Plan
+    from sessions_app.models import Agent, Run, Session, User
+
+
+@dataclass
+class Ask:
+    """What the asker sent, as start_run got it."""
+
+    user: User | accounts.TokenClaim | accounts.SignedIn  # a claim until the batch checks it
+    text: str
+    agent_id: Any
+    session_id: Any  # None: a new session
+    session_state: dict[str, Any] | None
+
+
+@dataclass(eq=False)
+class LiveRun:
+    ask: Ask
+    # Found while it is created; a creation tried again (see start) starts these over.
+    refusal: Exception | None = None
+    session: Session | None = None
+    agent: Agent | None = None
+    plan: Plan | None = None  # set once its rows are committed
+    early: EarlyRequest | None = field(default=None, repr=False)  # its model request, sent ahead
+    # Once launched.
+    stream: RunStream | None = field(default=None, repr=False)
+    task: asyncio.Task[Run] | None = field(default=None, repr=False)
+    cancel_requested: bool = False  # stopped as its user asked (CANCELLED, not INTERRUPTED)
+
+    @property
+    def run_id(self) -> uuid.UUID:
+        assert self.plan is not None, "not created"
+        return self.plan.run.run_id
+
+    @property
+    def session_id(self) -> Any:
+        assert self.plan is not None, "not created"
+        return self.plan.run.session_id
+
+    def events(
+        self, after_seq: int = 0, *, idle: float | None = None
+    ) -> AsyncIterator[Event | None]:
+        return subscribe(self.session_id, run_id=self.run_id, after_seq=after_seq, idle=idle)
+
+    async def wait(self) -> Run:
+        """The run as stored when it ended, its agent, session and user loaded: the engine's
+        own object, not read back."""
+        assert self.task is not None, "not launched"
+        return await asyncio.shield(self.task)
+
+
+# What adapters hold: a launched run.
+RunHandle = LiveRun
