@@ -25,7 +25,13 @@ from project.children import free_port
 from tests.conftest import ROOT
 
 NGINX = nginx.find_nginx()
-needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed")
+
+
+def needs_nginx(test):
+    """A test that runs nginx: skipped where it is not installed, and left out of test-fast."""
+    return pytest.mark.services(
+        pytest.mark.skipif(NGINX is None, reason="nginx is not installed")(test)
+    )
 
 
 def test_several_workers_need_redis(settings):

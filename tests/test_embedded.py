@@ -110,6 +110,8 @@ def _stopped_or_where_it_hangs(server: subprocess.Popen[bytes], log: Path, timeo
         return "\n".join(log.read_text(errors="replace").splitlines()[-80:])
 
 
+@pytest.mark.model
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_serve_on_the_port_in_PORT_starts_the_embedded_model_and_stops_it_on_ctrl_c(tmp_path):
     port = free_port()
