@@ -9,7 +9,7 @@ PIP := $(PY) -m pip
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DLLAVA_BUILD=OFF
 
-.PHONY: run test lint bench
+.PHONY: run test test-fast lint bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,12 +29,20 @@ test: $(PY)
 	$(PY) manage.py makemigrations --check --dry-run --verbosity 0
 	$(PY) -m pytest
 
+# The tests that need no browser, embedded model or server process of their own (markers in
+# pyproject.toml, given by tests/conftest.py): what to run while working. docs/testing.md.
+test-fast: $(PY)
+	$(PIP) install --quiet -e ".[dev,local]"
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest -m "not browser and not model and not services"
+
 lint: $(PY)
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
 
 # Parley against its references (Direct upstream, a naive Channels consumer), measured in the
-# same run on loopback; prints the table the README shows. ARGS="--quick" for a smoke run.
+# same run on loopback; prints the table docs/performance.md shows. ARGS="--quick": a smoke run.
 bench: $(PY)
 	$(PIP) install --quiet -e ".[dev]"
 	$(PY) -m bench $(ARGS)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 
 from testkit.upstream import ScriptedUpstream
@@ -17,6 +18,71 @@ if TYPE_CHECKING:
     from sessions_app.models import Agent
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# What each marker means (pyproject registers them). A test gets its marker from the fixtures it
+# uses, wherever its file is; one that starts such a thing itself says so with the marker.
+MARKED_BY_FIXTURE = {
+    "browser": {"browser"},  # drives Debian's Chromium
+    "model": {"embedded"},  # the real embedded model
+    # Parley as a process of its own (daphne, serve), nginx, PostgreSQL or Redis
+    "services": {"daphne_server", "serve_environment"},
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in MARKED_BY_FIXTURE.items():
+            if used & fixtures:
+                item.add_marker(marker)
+        # Private PostgreSQL and Redis servers, which these tests break, are services too.
+        if item.get_closest_marker("process"):
+            item.add_marker("services")
+
+
+class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):
+    """Django's own PBKDF2 at one iteration instead of a million (a quarter of a second of CPU
+    per password, several per test). The count is written in each hash, so Django verifies
+    these hashes as it does any other."""
+
+    iterations = 1
+
+
+@pytest.fixture(autouse=True)
+def _quick_password_hashing(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Quick hashes for the passwords of tests run in this process. Tests whose users sign in
+    to a server process or a browser keep Django's hasher: a server would otherwise store a
+    stronger hash at the first sign-in, which ends the sessions made with the old one."""
+    if any(request.node.get_closest_marker(m) for m in ("services", "browser")):
+        yield
+        return
+    from django.test import override_settings
+
+    quick = f"{__name__}.{QuickPBKDF2PasswordHasher.__name__}"
+    with override_settings(PASSWORD_HASHERS=[quick, *settings.PASSWORD_HASHERS]):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _starts_servers_only_when_marked(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test that starts Parley, PostgreSQL or Redis as a process without the `services`
+    marker fails, naming it: `make test-fast` leaves tests out by their markers."""
+    if request.node.get_closest_marker("services"):
+        return
+    from testkit.parley import ParleyProcess
+    from testkit.services import PrivatePostgres, PrivateRedis
+
+    def refuse(what: str):
+        def refused(*args: object, **kwargs: object) -> None:
+            pytest.fail(f"this test starts {what}: mark it @pytest.mark.services")
+
+        return refused
+
+    monkeypatch.setattr(ParleyProcess, "launch", refuse("Parley as a process"))
+    monkeypatch.setattr(PrivatePostgres, "start", refuse("a PostgreSQL server"))
+    monkeypatch.setattr(PrivateRedis, "start", refuse("a Redis server"))
 
 
 @pytest.fixture(scope="session")

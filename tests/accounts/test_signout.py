@@ -264,6 +264,7 @@ async def test_saving_other_fields_of_the_account_closes_nothing(alice, agent, u
     await tab.close()
 
 
+@pytest.mark.services  # the machine's Redis
 async def test_saving_other_fields_of_the_account_tells_the_other_processes_nothing(
     alice, settings
 ):
@@ -317,6 +318,7 @@ OTHER_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.services  # the machine's Redis
 @pytest.mark.parametrize("what,code", [("logout", SIGNED_OUT), ("deactivate", FORBIDDEN)])
 async def test_a_sign_in_ended_in_another_process_closes_the_socket_here(
     alice, agent, upstream, settings, what, code

@@ -23,7 +23,11 @@ from tests.conftest import subprocess_env
 from tests.support.apiclient import bearer
 
 T = TypeVar("T")
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("agent"),
+    pytest.mark.services,
+]
 
 
 def in_a_thread_of_its_own(work: Callable[[], T]) -> T:

@@ -33,6 +33,7 @@ def redis_available() -> bool:
 
 
 pytestmark = [
+    pytest.mark.services,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not redis_available() and not os.getenv("CI"), reason=f"no Redis at {REDIS_URL}"

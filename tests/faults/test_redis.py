@@ -28,9 +28,10 @@ from tests.faults.conftest import PASSWORD, api_client, parley_env, prepare
 from tests.support.chatsocket import ChatTab
 from tests.support.waiting import until
 
-pytestmark = pytest.mark.skipif(
-    bool(PrivateRedis.unavailable()), reason=str(PrivateRedis.unavailable())
-)
+pytestmark = [
+    pytest.mark.services,  # a private Redis server in every test
+    pytest.mark.skipif(bool(PrivateRedis.unavailable()), reason=str(PrivateRedis.unavailable())),
+]
 
 TOKENS = 60
 

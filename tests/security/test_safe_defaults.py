@@ -143,6 +143,7 @@ def signed_in_over_http(base_url: str, username: str, password: str) -> httpx.Re
         return browser.get("/")
 
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_serve_on_its_defaults_hides_debug_pages_and_signs_in_over_http(tmp_path, alice, upstream):
     env = subprocess_env(

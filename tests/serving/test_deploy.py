@@ -25,7 +25,13 @@ from serving.children import free_port
 from tests.conftest import ROOT
 
 NGINX = nginx.find_nginx()
-needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed")
+
+
+def needs_nginx(test):
+    """A test that runs nginx: skipped where it is not installed, and left out of test-fast."""
+    return pytest.mark.services(
+        pytest.mark.skipif(NGINX is None, reason="nginx is not installed")(test)
+    )
 
 
 def test_several_workers_need_redis(settings):
@@ -113,12 +119,18 @@ def lone_nginx(tmp_path: Path) -> Iterator[str]:
 
 
 def raw_response(listen: str, request: bytes) -> tuple[str, dict[str, str], bytes]:
+    """The answer to `request`, read up to the end its Content-Length gives: nginx keeps the
+    connection open a while after refusing a body (lingering close), waiting for the rest."""
     host, port = listen.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         sock.sendall(request)
         answer = b""
         while chunk := sock.recv(65536):
             answer += chunk
+            head, found, body = answer.partition(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+            if found and length and len(body) >= int(length[1]):
+                break
     head, _, body = answer.partition(b"\r\n\r\n")
     status, *fields = head.decode().split("\r\n")
     headers = {k.lower(): v.strip() for k, _, v in (f.partition(":") for f in fields)}

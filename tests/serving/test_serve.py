@@ -65,6 +65,7 @@ def test_the_endpoint_names_the_port_the_interface_and_the_queue():
     assert daphne_endpoint("[::]", 80, 64) == r"tcp:port=80:interface=\:\::backlog=64"
 
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_serve_queues_a_burst_of_connections_while_it_is_busy():
     """A server busy with other work (here: stopped outright) accepts no connection for a
