@@ -13,7 +13,7 @@ LABEL = "Allow my conversations to be used to train and improve models"
 
 
 @pytest.fixture
-def browser(alice) -> Client:
+def signed_in(alice) -> Client:
     client = Client()
     client.force_login(alice)
     return client
@@ -31,20 +31,20 @@ def test_the_page_needs_a_signed_in_user(client):
     assert response["Location"].startswith("/accounts/login/")
 
 
-def test_the_setting_is_shown_on_by_default_with_a_link_to_the_tokens_page(browser):
-    html = browser.get("/settings/").content.decode()
+def test_the_setting_is_shown_on_by_default_with_a_link_to_the_tokens_page(signed_in):
+    html = signed_in.get("/settings/").content.decode()
     assert LABEL in html
     assert "checked" in checkbox(html)
     assert 'href="/tokens/"' in html
 
 
-def test_the_page_is_linked_from_the_navigation_and_the_tokens_page(browser):
-    assert 'href="/settings/"' in browser.get("/").content.decode()
-    assert 'href="/settings/"' in browser.get("/tokens/").content.decode()
+def test_the_page_is_linked_from_the_navigation_and_the_tokens_page(signed_in):
+    assert 'href="/settings/"' in signed_in.get("/").content.decode()
+    assert 'href="/settings/"' in signed_in.get("/tokens/").content.decode()
 
 
-def test_unticking_the_box_opts_out_and_says_so(browser, alice):
-    response = browser.post("/settings/", {}, follow=True)
+def test_unticking_the_box_opts_out_and_says_so(signed_in, alice):
+    response = signed_in.post("/settings/", {}, follow=True)
     assert response.redirect_chain == [("/settings/", 302)]
     html = response.content.decode()
     assert "your conversations will not be used for training" in html
@@ -53,18 +53,18 @@ def test_unticking_the_box_opts_out_and_says_so(browser, alice):
     assert alice.allow_training is False
 
 
-def test_ticking_it_again_opts_back_in(browser, alice):
+def test_ticking_it_again_opts_back_in(signed_in, alice):
     alice.allow_training = False
     alice.save()
-    assert "checked" not in checkbox(browser.get("/settings/").content.decode())
-    html = browser.post("/settings/", {"allow_training": "on"}, follow=True).content.decode()
+    assert "checked" not in checkbox(signed_in.get("/settings/").content.decode())
+    html = signed_in.post("/settings/", {"allow_training": "on"}, follow=True).content.decode()
     assert "your conversations may be used for training" in html
     alice.refresh_from_db()
     assert alice.allow_training is True
 
 
-def test_one_users_choice_leaves_everyone_elses_alone(browser, alice, bob):
-    browser.post("/settings/", {})
+def test_one_users_choice_leaves_everyone_elses_alone(signed_in, alice, bob):
+    signed_in.post("/settings/", {})
     bob.refresh_from_db()
     assert bob.allow_training is True
 

@@ -399,7 +399,7 @@ def test_the_list_costs_the_same_queries_for_3_or_30_sessions_with_runs(alice, a
 
 
 @pytest.fixture
-def browser(alice) -> Client:
+def signed_in(alice) -> Client:
     """A signed-in browser that enforces CSRF as a real one would be held to."""
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
@@ -407,23 +407,23 @@ def browser(alice) -> Client:
     return client
 
 
-def test_a_cookie_authenticated_write_without_the_csrf_token_is_refused(browser, agent):
-    response = post_json(browser, "/api/sessions", {"session_name": "forged"})
+def test_a_cookie_authenticated_write_without_the_csrf_token_is_refused(signed_in, agent):
+    response = post_json(signed_in, "/api/sessions", {"session_name": "forged"})
     assert response.status_code == 403
     assert "CSRF" in response.json()["detail"]
     assert not Session.objects.exists()
 
 
-def test_a_cookie_authenticated_write_with_the_csrf_token_works(browser, agent):
-    token = browser.cookies["csrftoken"].value
+def test_a_cookie_authenticated_write_with_the_csrf_token_works(signed_in, agent):
+    token = signed_in.cookies["csrftoken"].value
     response = post_json(
-        browser, "/api/sessions", {"session_name": "mine"}, headers={"X-CSRFToken": token}
+        signed_in, "/api/sessions", {"session_name": "mine"}, headers={"X-CSRFToken": token}
     )
     assert response.status_code == 201
 
 
-def test_cookie_authenticated_reads_need_no_csrf_token(browser, alices):
-    assert browser.get("/api/sessions").status_code == 200
+def test_cookie_authenticated_reads_need_no_csrf_token(signed_in, alices):
+    assert signed_in.get("/api/sessions").status_code == 200
 
 
 def test_a_bearer_token_needs_no_csrf_token(alice, agent):

@@ -21,6 +21,7 @@ from sessions_app.models import Run, User
 from testkit.parley import ParleyProcess
 from tests.conftest import subprocess_env
 from tests.support.apiclient import bearer
+from tests.support.asgiclient import request_served
 
 T = TypeVar("T")
 pytestmark = [
@@ -74,20 +75,29 @@ def test_wrong_passwords_sent_to_one_process_are_counted_in_another(
     assert get_user(here).is_anonymous
 
 
+@pytest.fixture
+def parley(alice: User, upstream) -> Iterator[str]:
+    """`manage.py serve` on the test database and the scripted model; its base URL."""
+    server = ParleyProcess(subprocess_env()).start(healthy=True)
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+
+
 def test_runs_started_in_one_process_count_against_the_limit_in_another(
-    live_server_url: str, alice: User, settings
+    parley: str, alice: User, settings
 ):
     limit = settings.PARLEY_RUNS_PER_MINUTE  # the server process's, from the same default
     headers = bearer(alice)
-    with httpx.Client(base_url=live_server_url, headers=headers, timeout=30) as server:
+    with httpx.Client(base_url=parley, headers=headers, timeout=30) as server:
         for _ in range(limit):
             assert server.post("/api/runs", json={"input": "hi"}).status_code == 200
         assert server.post("/api/runs", json={"input": "one more"}).status_code == 429
 
+    # This process, with its own run engine, saw none of them.
     response = in_a_thread_of_its_own(
-        lambda: Client(headers=headers).post(
-            "/api/runs", {"input": "and here"}, content_type="application/json"
-        )
+        lambda: request_served("POST", "/api/runs", {"input": "and here"}, headers)
     )
 
     assert response.status_code == 429

@@ -12,6 +12,7 @@ import string
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -251,3 +252,14 @@ def test_nginx_accepts_the_site_for_a_system_nginx(tmp_path):
     proxy = nginx.Proxy(listen="", workers=[], static_root=tmp_path, var=tmp_path)
     checked = subprocess.run(proxy.command(NGINX, "-t"), capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
+
+
+def test_the_image_copies_every_package_pyproject_installs():
+    """`pip install .` in the image finds only what was copied: a package left out is missing
+    from the image, silently, until Parley starts."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"
+    ]["find"]["include"]
+    copied = re.findall(r"^COPY (\S+) \1$", (ROOT / "deploy" / "Dockerfile").read_text(), re.M)
+
+    assert {pattern.rstrip("*") for pattern in include} <= set(copied)

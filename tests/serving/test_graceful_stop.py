@@ -37,6 +37,7 @@ def _several_unavailable() -> str | None:
     return None if find_nginx() else "nginx is not installed"
 
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("workers", [1, 2], ids=["one process", "two workers"])
 def test_a_sigterm_under_an_answer_stores_everything_its_client_saw(
