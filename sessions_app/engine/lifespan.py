@@ -84,7 +84,8 @@ async def _interrupt_runs(patience: float) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + patience
     cancelled: set[asyncio.Task[Run]] = set()
-    while registry.ids() and (left := deadline - loop.time()) > 0:
+    # A batch being created shows in `starts` before its runs are registered.
+    while (registry.ids() or registry.starts.keys) and (left := deadline - loop.time()) > 0:
         tasks = {live.task for live in registry.streaming.values() if live.task is not None}
         for task in tasks - cancelled:
             task.cancel()

@@ -93,3 +93,25 @@ def test_items_of_a_deleted_user_are_left_out_of_exports(alice, bob, agent, djan
     lines = b"".join(answer).decode().splitlines()
     assert [json.loads(line)["messages"][-1]["content"] for line in lines] == ["alice's answer"]
     assert DatasetItem.objects.filter(dataset=dataset).count() == 2
+
+
+def test_a_receiver_that_fails_loses_no_rating_and_stops_no_other(alice, agent, caplog):
+    from sessions_app.models import Run
+    from sessions_app.signals import run_rated
+
+    dataset = Dataset.objects.create(name="kept")
+    DatasetRule.objects.create(dataset=dataset, rating=1, rated_by="user")
+    run = stored_run(Session.objects.create(user=alice, agent=agent), "q", "a")
+
+    def broken(**kwargs):
+        raise RuntimeError("a receiver that fails")
+
+    run_rated.connect(broken, sender=Run, dispatch_uid="broken")
+    try:
+        rate(api_client(alice), run, 1)
+    finally:
+        run_rated.disconnect(dispatch_uid="broken", sender=Run)
+
+    assert Run.objects.get(pk=run.pk).feedback_rating == 1
+    assert DatasetItem.objects.filter(dataset=dataset, source_run_id=run.run_id).exists()
+    assert "a receiver that fails" in caplog.text
