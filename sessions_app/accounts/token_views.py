@@ -81,16 +81,20 @@ def _hand_over(request: HttpRequest, token: ApiToken, raw: str) -> HttpResponse:
 
 def _take_over(request: HttpRequest) -> dict[str, Any] | None:
     """The new token and its secret, once: the session's half is dropped here, the cookie's
-    by `_drop_pad` on the page that shows it."""
+    by `_drop_pad` on the page that shows it. Without the cookie's half (expired, blocked, or
+    another try's), the token is named with no secret, so its maker knows to revoke it."""
     held = request.session.pop(NEW_TOKEN, None)
-    pad_hex = request.COOKIES.get(NEW_TOKEN)
-    if not isinstance(held, dict) or pad_hex is None:
+    if not isinstance(held, dict):
         return None
     try:
-        raw = _xor(bytes.fromhex(held["sealed"]), bytes.fromhex(pad_hex)).decode("ascii")
         token = token_service.get_token_for_user(request.user, held["token_id"])
-    except (KeyError, ValueError, TypeError, NotFound):
-        return None  # halves of different tries, or a token revoked since: nothing to show
+    except (KeyError, TypeError, NotFound):
+        return None  # revoked since: nothing to show
+    try:
+        pad = bytes.fromhex(request.COOKIES[NEW_TOKEN])
+        raw = _xor(bytes.fromhex(held["sealed"]), pad).decode("ascii")
+    except (KeyError, ValueError, TypeError):
+        raw = None
     return {"token": token, "raw": raw}
 
 

@@ -64,6 +64,17 @@ def test_a_new_token_is_shown_only_to_the_browser_that_made_it(signed_in, alice)
     assert raw_token_in(signed_in.get("/tokens/").content.decode())
 
 
+def test_a_token_whose_secret_cannot_be_shown_says_so_and_can_be_revoked(signed_in, alice):
+    signed_in.post("/tokens/", {"name": "laptop script"})
+    signed_in.cookies.pop("parley_new_token")  # five minutes passed, or the cookie was blocked
+
+    page = signed_in.get("/tokens/").content.decode()
+
+    assert 'data-testid="new-token-lost"' in page and "laptop script" in page
+    assert 'data-testid="new-token-value"' not in page
+    assert ApiToken.objects.filter(user=alice, name="laptop script").exists()
+
+
 def test_the_new_token_opens_the_api_and_its_last_use_is_listed(signed_in, alice):
     raw = raw_token_in(create_on_page(signed_in, {"name": "ci"}).content.decode())
     assert "never" in signed_in.get("/tokens/").content.decode()
