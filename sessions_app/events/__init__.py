@@ -3,7 +3,7 @@
 Publishers: the run engine (`open_stream`, then `RunStream.publish`) and `publish_session`.
 Subscribers: `subscribe`, for the chat socket (a session) and SSE (one run), in this process or
 any other (see `bridge`).
-Chat sockets whose sign-in ended (signed out, deactivated) are told through `signout`.
+Chat sockets whose sign-in ended (signed out, deactivated) are told through `accounts.signout`.
 """
 
 from sessions_app.events.hub import drain, hub, open_stream, publish_session, subscribe

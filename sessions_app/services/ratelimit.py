@@ -2,7 +2,7 @@
 
 What was started is counted, not what is still stored: a user's runs and sessions made in the
 last minute, and the records that deleted ones leave (DeletedRun, DeletedSession; see
-services.deleted), all in one query. So it works across any number of processes without a
+usage.deleted), all in one query. So it works across any number of processes without a
 shared cache, costs the start of a run no write of its own, and deleting gives nothing back.
 Two requests arriving in the same instant can both pass; the limits are there to stop runaway
 clients, not to meter exactly.
