@@ -45,6 +45,7 @@ async def test_a_socket_from_a_foreign_origin_is_refused(alice, upstream, origin
     communicator = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
     connected, _ = await communicator.connect()
     assert not connected
+    await communicator.disconnect()  # as a server does once it closed a socket
 
 
 async def test_a_socket_from_the_sites_own_origin_on_any_port_is_accepted(alice, upstream):
