@@ -276,7 +276,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
 
 
 LIST_URLS = {
-    "sidebar": "/sessions/?page=1",
+    "sidebar": "/sessions/",
     "api": "/api/sessions",
     "admin": "/admin/sessions_app/session/",
 }

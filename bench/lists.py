@@ -24,7 +24,7 @@ WARMUP = 3
 LIMIT = 0.050
 NAMES = {"sidebar": "sidebar page", "api": "GET /api/sessions", "admin": "admin changelist"}
 URLS = {
-    "sidebar": "/sessions/?page=1",
+    "sidebar": "/sessions/",
     "api": "/api/sessions",
     "admin": "/admin/sessions_app/session/",
 }

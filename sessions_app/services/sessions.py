@@ -66,7 +66,7 @@ def list_sessions(
 
 
 def page_by_activity(
-    sessions: QuerySet[Session], size: int, *, after: ActivityCursor | None = None, offset: int = 0
+    sessions: QuerySet[Session], size: int, *, after: ActivityCursor | None = None
 ) -> tuple[list[Session], ActivityCursor | None]:
     """Up to `size` of `sessions`, latest activity first, from just below `after` (the last
     session shown); with the cursor of the next page, if there is one. A position rather than
@@ -78,7 +78,7 @@ def page_by_activity(
         ordered = ordered.filter(
             Q(updated_at__lt=when) | Q(updated_at=when, session_id__lt=session_id)
         )
-    rows = list(ordered[offset : offset + size + 1])
+    rows = list(ordered[: size + 1])
     if len(rows) <= size:
         return rows, None
     last = rows[size - 1]

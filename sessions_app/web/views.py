@@ -27,8 +27,6 @@ from sessions_app.services.permissions import Action, staff_may
 from sessions_app.web.rendering import render_session_item, run_view, tools_by_run
 
 SIDEBAR_PAGE_SIZE = 30
-# Past any real list, and an OFFSET every database takes.
-MAX_PAGE_NUMBER = 100_000
 
 
 def _db_ok() -> bool:
@@ -97,17 +95,16 @@ def _parse_cursor(text: str) -> sessions.ActivityCursor:
 
 
 def _sidebar_page(
-    request: HttpRequest, after: sessions.ActivityCursor | None = None, page_number: int = 1
+    request: HttpRequest, after: sessions.ActivityCursor | None = None
 ) -> dict[str, Any]:
     # No stored text holds a NUL, and PostgreSQL refuses one in a query.
     q = (request.GET.get("q") or "").replace("\x00", "").strip()[:200]
     listed = sessions.list_sessions(request.user, search=q or None)
-    offset = 0 if after else (page_number - 1) * SIDEBAR_PAGE_SIZE
-    rows, more = sessions.page_by_activity(listed, SIDEBAR_PAGE_SIZE, after=after, offset=offset)
+    rows, more = sessions.page_by_activity(listed, SIDEBAR_PAGE_SIZE, after=after)
     return {
         "sessions": rows,
         "next_cursor": _cursor_text(more),
-        "first_page": after is None and page_number == 1,
+        "first_page": after is None,
         "q": q,
     }
 
@@ -175,16 +172,12 @@ def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
 @require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
     """A page of the sidebar: the first, or the one below `after` (the "load more" link's
-    cursor). `page` (a number) is still read, for links made before the cursor."""
+    cursor)."""
     try:
         after = _parse_cursor(request.GET["after"]) if request.GET.get("after") else None
     except BadCursor:
         return HttpResponse("This place in the list is not valid; reload the page.", status=400)
-    try:
-        page_number = min(max(1, int(request.GET.get("page", "1"))), MAX_PAGE_NUMBER)
-    except ValueError:
-        page_number = 1
-    context = _sidebar_page(request, after, page_number)
+    context = _sidebar_page(request, after)
     return render(request, "sessions_app/_session_items.html", context)
 
 
