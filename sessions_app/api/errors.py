@@ -22,6 +22,7 @@ from sessions_app.services.sessions import SessionBusy, SessionIdTaken
 from sessions_app.services.statesize import StateTooLarge
 
 NOT_FOUND = "Not found."
+NOT_SERVING_RETRY_SECONDS = 2
 UNAUTHENTICATED = "Authentication required: a Bearer token or a session."
 log = logging.getLogger("parley.api")
 
@@ -47,6 +48,12 @@ def install_error_handlers(api: NinjaAPI) -> None:
         response["Retry-After"] = str(exc.seconds)
         return response
 
+    def not_serving(request: HttpRequest, exc: NotServing) -> HttpResponse:
+        # The server is stopping; another process (or this one, restarted) takes the retry.
+        response = api.create_response(request, {"detail": str(exc)}, status=503)
+        response["Retry-After"] = str(NOT_SERVING_RETRY_SECONDS)
+        return response
+
     def database_outage(request: HttpRequest, exc: Exception) -> HttpResponse:
         message = outage.describe(exc)
         if message is None:
@@ -65,7 +72,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
     api.add_exception_handler(Http404, detail(404, lambda exc: NOT_FOUND))
     api.add_exception_handler(PermissionDenied, detail(403, lambda e: str(e) or "Forbidden."))
     api.add_exception_handler(RunConflict, detail(409, str))
-    api.add_exception_handler(NotServing, detail(503, str))  # the server is stopping
+    api.add_exception_handler(NotServing, not_serving)  # type: ignore[arg-type]
     api.add_exception_handler(SessionBusy, detail(409, str))
     api.add_exception_handler(SessionIdTaken, detail(409, str))
     api.add_exception_handler(InputError, input_error)  # type: ignore[arg-type]

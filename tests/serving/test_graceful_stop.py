@@ -84,6 +84,7 @@ async def test_while_the_engine_stops_new_runs_are_refused_and_streaming_ones_st
     await stopping
 
     assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "2"
     assert refused.json() == {"detail": "The server is stopping; please try again in a moment."}
     # Nor once it has stopped, while the server's loop winds down.
     assert (await client.post("/api/runs", {"input": "and yet another"})).status_code == 503
