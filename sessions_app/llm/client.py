@@ -138,13 +138,18 @@ async def stream_chat(
     )
 
 
-async def complete(model: str, messages: list[dict[str, Any]]) -> tuple[str, Usage]:
-    """A plain, non-streamed completion, for background jobs such as titles."""
+async def complete(
+    model: str, messages: list[dict[str, Any]], embedded: dict[str, Any] | None = None
+) -> tuple[str, Usage]:
+    """A plain, non-streamed completion, for background jobs such as titles. `embedded`:
+    sampling settings (temperature, max_tokens…) for the embedded model only; a configured
+    endpoint is sent none, as some models refuse them."""
+    options = _length_cap()
+    if getattr(settings, "LLM_EMBEDDED", False):
+        options.update(embedded or {})
     try:
         with _client() as client:
-            answer = await client.chat.completions.create(
-                model=model, messages=messages, **_length_cap()
-            )
+            answer = await client.chat.completions.create(model=model, messages=messages, **options)
     except Exception as exc:
         raise describe(exc) from exc
     content = answer.choices[0].message.content or "" if answer.choices else ""

@@ -25,13 +25,11 @@ from sessions_app.llm import client as llm
 from sessions_app.llm.errors import LLMError
 from sessions_app.llm.usage import Usage
 from sessions_app.models import CallKind, NameSource, Run, RunStatus, Session
+from sessions_app.services.titles import EMBEDDED_SAMPLING, PROMPTS, clean_title, title_request
 from sessions_app.usage import accounting
 
 log = logging.getLogger("parley.memory")
 
-TITLE_MAX_CHARS = 60
-TITLE_MAX_WORDS = 8
-TITLE_ATTEMPTS = 2
 SUMMARY_INPUT_CHARS = 12_000
 
 SUMMARY_PROMPT = (
@@ -39,10 +37,6 @@ SUMMARY_PROMPT = (
     "Update the previous summary with the new exchanges. Keep facts about the user, their "
     "goals and decisions; drop small talk. Answer with JSON only: "
     '{"summary": "<at most 120 words>", "topics": ["<short topic>", ...]}'
-)
-TITLE_PROMPT = (
-    "Write a title of at most six words for a conversation that starts with the message "
-    "below. Answer with the title only: no quotes, no punctuation at the end."
 )
 
 
@@ -205,14 +199,11 @@ async def generate_title(session_id: str) -> str | None:
     if first is None:
         return None
     model = session.agent.model or settings.LLM_MODEL
-    messages = [
-        {"role": "system", "content": TITLE_PROMPT},
-        {"role": "user", "content": first.input[:2000]},
-    ]
-    for _attempt in range(TITLE_ATTEMPTS):
+    for attempt in range(len(PROMPTS)):
+        messages = title_request(first.input, attempt)
         started = time.perf_counter()
         try:
-            text, usage = await llm.complete(model, messages)
+            text, usage = await llm.complete(model, messages, embedded=EMBEDDED_SAMPLING)
         except LLMError as exc:
             await _record(
                 session,
@@ -246,55 +237,3 @@ async def generate_title(session_id: str) -> str | None:
                 return title
             return None
     return None
-
-
-def clean_title(text: str, first_message: str) -> str:
-    """The model's answer as a title of the first message, or "" when it reads like anything
-    else (a small model often answers the message instead); the first message's words stay."""
-    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
-    line = re.sub(r"^(title\s*:\s*)", "", line, flags=re.I)
-    line = line.strip(" \"'`*#").rstrip(".!?:;,")
-    line = " ".join(line.split())
-    return line if looks_like_title(line, first_message) else ""
-
-
-# How answers begin, not titles: "Sure", "It seems I've…", "As an AI…".
-_REPLY_OPENING = re.compile(
-    r"^(sure|certainly|of course|okay|sorry|thanks|thank you|unfortunately|it seems|it looks|"
-    r"i|i'm|i am|i've|i'll|i'd|as an ai|here is|here's|let me)\b",
-    re.I,
-)
-_SENTENCE_BREAK = re.compile(r"[.!?;…](\s|$)|\.\.\.")
-_STOP_WORDS = frozenset(
-    "a an and are as at be but by can do does for from how i in is it me my of on or please "
-    "should so that the this to was what when where which who why will with would you your".split()
-)
-
-
-def looks_like_title(title: str, first_message: str) -> bool:
-    """Short, one phrase, not the start of a reply, and about the first message: it shares a
-    content word with it (a prefix will do, so "Planning" matches "plan")."""
-    words = title.split()
-    if not words or len(words) > TITLE_MAX_WORDS or len(title) > TITLE_MAX_CHARS:
-        return False
-    if _SENTENCE_BREAK.search(title) or _REPLY_OPENING.match(title):
-        return False
-    said = _content_words(first_message)
-    message = first_message.lower()
-    return (
-        not said
-        or any(w in message or any(w.startswith(s) for s in said) for w in _content_words(title))
-        or bool(_unspaced_pairs(title) & _unspaced_pairs(first_message))
-    )
-
-
-def _unspaced_pairs(text: str) -> set[str]:
-    """Pairs of adjacent characters of scripts written without spaces (Chinese, Japanese,
-    Thai…), whose words the content-word test cannot split."""
-    letters = [c if ord(c) > 0x2E7F and c.isalpha() else " " for c in text]
-    joined = "".join(letters)
-    return {joined[i : i + 2] for i in range(len(joined) - 1) if " " not in joined[i : i + 2]}
-
-
-def _content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"\w+", text.lower()) if len(w) >= 3 and w not in _STOP_WORDS}

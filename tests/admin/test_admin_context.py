@@ -60,4 +60,4 @@ async def test_title_calls_keep_what_they_were_sent(
     await memory.jobs.drain()
     title = await LLMCall.objects.aget(session_id=run.session_id, kind=CallKind.TITLE)
     assert title.sent_messages == upstream.requests[-1]["messages"]
-    assert title.sent_messages[-1]["content"] == "How do I bake bread at home?"
+    assert "How do I bake bread at home?" in title.sent_messages[-1]["content"]

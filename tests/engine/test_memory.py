@@ -234,6 +234,56 @@ async def test_a_users_rename_wins_over_a_generated_title(
     assert session.session_name == "Mine" and session.name_source == NameSource.USER
 
 
+async def test_a_title_is_asked_of_the_first_message_alone_shown_examples(
+    alice, searching_agent, upstream, settings
+):
+    settings.PARLEY_GENERATE_TITLES = True
+    upstream.script(Reply("Flour, water, salt and time."), Reply("Home Bread Baking"))
+    run = await finish(alice, "How do I bake bread at home?")
+    await memory.jobs.drain()
+    session = await Session.objects.aget(pk=run.session_id)
+    assert session.session_name == "Home Bread Baking"
+
+    asked = upstream.requests[-1]["messages"]
+    assert [m["role"] for m in asked] == ["system"] + ["user", "assistant"] * 5 + ["user"]
+    assert "How do I bake bread at home?" in asked[-1]["content"]
+    assert not any("Flour, water" in m["content"] for m in asked)  # never the answer
+    # A configured endpoint is sent no sampling settings: some models refuse them.
+    assert not {"temperature", "seed", "max_tokens"} & set(upstream.requests[-1])
+
+
+async def test_the_embedded_model_is_asked_for_a_title_without_chance_and_briefly(
+    alice, searching_agent, upstream, settings
+):
+    settings.PARLEY_GENERATE_TITLES = True
+    settings.LLM_EMBEDDED = True
+    upstream.script(Reply("Flour, water, salt and time."), Reply("Home Bread Baking"))
+    await finish(alice, "How do I bake bread at home?")
+    await memory.jobs.drain()
+    asked = upstream.requests[-1]
+    assert (asked["temperature"], asked["seed"], asked["max_tokens"]) == (0, 0, 24)
+
+
+async def test_an_unusable_title_is_asked_again_in_other_words(
+    alice, searching_agent, upstream, settings
+):
+    settings.PARLEY_GENERATE_TITLES = True
+    upstream.script(
+        Reply("Flour, water, salt and time."),
+        Reply("To bake bread at home, you need flour."),
+        Reply("Home Bread Baking"),
+    )
+    run = await finish(alice, "How do I bake bread at home?")
+    await memory.jobs.drain()
+    session = await Session.objects.aget(pk=run.session_id)
+    assert session.session_name == "Home Bread Baking"
+    assert session.name_source == NameSource.MODEL
+    first, second = [r["messages"] for r in upstream.requests[-2:]]
+    assert first[0] != second[0] and first[-1] != second[-1]
+    calls = [(c.ok, c.error) async for c in LLMCall.objects.filter(kind=CallKind.TITLE)]
+    assert sorted(calls) == [(False, "The model returned no usable title."), (True, "")]
+
+
 async def test_a_failing_title_keeps_the_first_message(alice, searching_agent, upstream, settings):
     settings.PARLEY_GENERATE_TITLES = True
     upstream.script(Reply("Sure."), Reply(status=500), Reply("   "))
@@ -269,14 +319,29 @@ async def test_a_title_that_reads_like_an_answer_keeps_the_first_message(
         ('Title: "Budgeting for a Used Car!"\nI hope this helps.', "Budgeting for a Used Car"),
         ("**Used car budget**", "Used car budget"),
         ("Car Budget Tips", "Car Budget Tips"),
+        ("Car Costs", "Car Costs"),  # a short word the message says
         ("It seems I've been too busy. But feel free to ask, and I'll…", ""),
         ("Sure", ""),
         ("I'm happy to help you plan a car budget", ""),
         ("As an AI, I cannot", ""),
         ("Budget. Then buy the car", ""),  # two sentences
-        ("A careful plan for buying your first used car on a budget", ""),  # too long
+        ("To budget for a used car, start", ""),  # how an answer begins
         ("Planning a Trip to Lisbon", ""),  # a title, but of another conversation
+        ("Careful Spending Plans", ""),  # "careful" is not "car"
         ("  \n ", ""),
+        # Too long, or a word said twice: cut to the head.
+        ("Budgeting for a Used Car: A Guide for First-Time Buyers", "Budgeting for a Used Car"),
+        ("How to Budget for a Used Car in Your First Year", "How to Budget for a Used Car"),
+        ("Used Car Budget for a Used Car", "Used Car Budget"),
+        ("A careful plan for buying your first used car on a budget", ""),  # "A careful plan"
+        ("Topic: Used Car Budget", "Used Car Budget"),
+        # The message's own words are not a title from the model: the fallback keeps them.
+        ("How do I budget for a used car?", ""),
+        ("How do I budget", ""),
+        ("Dear [Seller's Name]", ""),  # a template
+        # Copied from the examples the model is shown.
+        ("Toddler Sleep Tips", ""),
+        ("Toddler Car Budget", ""),
     ],
 )
 def test_a_title_must_look_like_a_title_of_the_first_message(answer, title):

@@ -20,7 +20,9 @@ from serving.embedded import EmbeddedModel, EmbeddedModelError
 from serving.nginx import find_nginx
 from sessions_app import engine
 from sessions_app.engine.errors import CUT
-from sessions_app.models import Agent, RunStatus
+from sessions_app.models import Agent, CallKind, LLMCall, NameSource, RunStatus, Session
+from sessions_app.services import memory
+from sessions_app.services.sessions import default_session_name
 from tests.conftest import ROOT, subprocess_env
 
 
@@ -309,3 +311,94 @@ def test_the_model_server_sees_none_of_parleys_settings(monkeypatch):
     seen = str(error).splitlines()[-1].split()
     assert "PATH" in seen
     assert not {"PORT", "HOST", "MODEL", "DATABASE_URL", "SECRET_KEY", "LLM_API_KEY"} & set(seen)
+
+
+# Ordinary first messages of a chat, of the kinds people send; none is special to the prompt.
+FIRST_MESSAGES = [
+    "How do I reverse a list in Python?",
+    "Can you help me write a cover letter for a junior data analyst job?",
+    "What's a good recipe for banana bread without eggs?",
+    "I'm going to Japan in April for two weeks. What cities should I visit?",
+    "Hi! Can you explain how photosynthesis works?",
+    "My JavaScript fetch call gets a CORS error when I call my API from localhost:3000. "
+    "How do I fix it?",
+    "What is the difference between TCP and UDP?",
+    "Suggest some names for a golden retriever puppy",
+    "How long should I boil an egg for a soft yolk?",
+    "Write a haiku about autumn rain",
+    "Hello, how do I fix a flat tire on my bike?",
+    "Can you summarize the causes of World War I?",
+    "What are some cheap things to do in Paris on a weekend?",
+    "Why does my sourdough bread come out so dense?",
+    "Explain recursion to a ten year old",
+    "SQL query to find duplicate emails in a users table",
+    "I need a workout plan for three days a week at the gym, I'm a beginner",
+    "How do I convert Celsius to Fahrenheit?",
+    "What should I pack for a hiking trip in the Alps in September?",
+    "Good morning! What's a healthy breakfast I can make in five minutes?",
+    "Help me write an email to my landlord about a broken heater",
+    "What's the best way to learn Spanish as an adult?",
+    "How do I center a div in CSS?",
+    "Tips for a job interview tomorrow",
+    "Can you recommend some science fiction books like Dune?",
+    "¿Cuál es la mejor manera de cocinar arroz?",
+    "Comment puis-je améliorer mon sommeil ?",
+    "My git push is rejected with 'non-fast-forward'. What does that mean and what should I do?",
+    "How do I make a budget for my first apartment?",
+    "I've been working on a small Flask app that stores notes in SQLite. It works on my laptop, "
+    "but on a VPS with gunicorn the notes disappear after every restart. I think it has to do "
+    "with the database path. Any idea what is going on?",
+]
+# How a reply begins, never a title (the test's own list, not the code's).
+ANSWER_OPENINGS = {
+    "sure", "certainly", "absolutely", "of", "okay", "ok", "yes", "no", "well", "hello", "hi",
+    "hey", "great", "thanks", "thank", "sorry", "i", "i'm", "i'd", "i'll", "here", "here's", "let",
+    "let's", "as", "you", "to", "it's", "that's", "there's",
+}  # fmt: skip
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w'’-]+", text.lower())
+
+
+def _reads_as_answer(title: str, reply: str) -> str:
+    """Why `title` is part of an answer rather than a title of the question ('' if it isn't)."""
+    words, said = _words(title), _words(reply)
+    sentences = {" ".join(_words(s)) for s in re.split(r"(?<=[.!?:])\s+|\n+", reply)}
+    if words and said[: len(words)] == words:
+        return "the reply begins with it"
+    if " ".join(words) in sentences:
+        return "a sentence of the reply"
+    if words and words[0] in ANSWER_OPENINGS:
+        return "begins as an answer does"
+    if re.search(r"[.!]$|[.!?]\s", title):
+        return "a sentence"
+    return ""
+
+
+@pytest.mark.timeout(900)  # thirty answers and their titles from a model on the CPU
+@pytest.mark.django_db(transaction=True)
+async def test_titles_of_ordinary_first_messages_are_titles(alice, on_embedded, settings):
+    settings.PARLEY_GENERATE_TITLES = True
+    settings.PARLEY_RUNS_PER_MINUTE = settings.PARLEY_SESSIONS_PER_MINUTE = 0
+    settings.PARLEY_EMBEDDED_MAX_TOKENS = 24  # an answer's beginning is what a title could copy
+    seen = []
+    for message in FIRST_MESSAGES:
+        run = await (await engine.start_run(alice, message)).wait()
+        assert run.status == RunStatus.COMPLETED, run.error
+        await memory.jobs.drain()
+        session = await Session.objects.aget(pk=run.session_id)
+        seen.append((message, session.session_name, session.name_source, run.content))
+    report = "\n".join(f"{source:>13} | {title!r} <- {text!r}" for text, title, source, _ in seen)
+    print(report)  # what the model named each message, for `pytest -s`
+
+    titled = [(text, t, reply) for text, t, source, reply in seen if source == NameSource.MODEL]
+    # The message's own words are what the fallback keeps: not a title from the model.
+    named = [t for text, t, _ in titled if 2 <= len(t.split()) <= 7 and _words(t) != _words(text)]
+    assert len(named) >= 25, f"{len(named)}/30 titles from the model:\n{report}"
+    answers = [(t, why) for _, t, reply in titled if (why := _reads_as_answer(t, reply))]
+    assert not answers, f"titles that read as answers: {answers}\n{report}"
+    kept = [(t, text) for text, t, source, _ in seen if source != NameSource.MODEL]
+    assert all(t == default_session_name(text) for t, text in kept), report
+    calls = LLMCall.objects.filter(kind=CallKind.TITLE, session__user=alice, ok=True)
+    assert await calls.acount() == len(titled)
