@@ -143,9 +143,11 @@ class SessionAdmin(extensions.ExtraActions, ListAdmin):
     @admin.display(description="totals")
     def totals(self, obj: Session) -> SafeString:
         price = display.cost(obj.cost_total) if obj.cost_total is not None else "no price known"
+        runs = obj.run_count or 0
         return format_html(
-            "{} runs · {} tokens · {} · {}",
-            display.tokens(obj.run_count or 0),
+            "{} {} · {} tokens · {} · {}",
+            display.tokens(runs),
+            "run" if runs == 1 else "runs",
             display.tokens(obj.token_count or 0),
             price,
             _failed_runs(obj.failed_count or 0),

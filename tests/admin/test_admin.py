@@ -177,6 +177,8 @@ def test_the_session_list_shows_what_each_session_cost_and_whether_it_failed(roo
     assert "icon-yes" not in page and "icon-no" not in page  # no ticks and crosses
     transcript = root.get(f"/admin/sessions_app/session/{conversation.pk}/change/")
     assert "4 runs · 60 tokens · $0.0001 · 2 runs failed" in transcript.content.decode()
+    one = root.get(f"/admin/sessions_app/session/{clean.pk}/change/").content.decode()
+    assert "1 run · 15 tokens" in one
 
 
 @pytest.mark.parametrize(
