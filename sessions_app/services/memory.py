@@ -31,6 +31,9 @@ from sessions_app.usage import accounting
 log = logging.getLogger("parley.memory")
 
 SUMMARY_INPUT_CHARS = 12_000
+# The embedded model answers one request at a time: a summary of at most 120 words holds it no
+# longer than that takes (a configured endpoint gets no such setting, as for titles).
+SUMMARY_EMBEDDED = {"max_tokens": 320}
 
 SUMMARY_PROMPT = (
     "You maintain a running summary of a conversation between a user and an assistant. "
@@ -138,7 +141,7 @@ async def update_summary(session_id: str) -> dict[str, Any] | None:
     started = time.perf_counter()
     messages = [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": prompt}]
     try:
-        text, usage = await llm.complete(model, messages)
+        text, usage = await llm.complete(model, messages, embedded=SUMMARY_EMBEDDED)
     except LLMError as exc:
         log.warning("summary of session %s failed: %s", session_id, exc.message)
         await _record(

@@ -192,6 +192,20 @@ async def test_a_summary_is_made_after_the_answer_and_used_later(alice, searchin
     assert "The user likes hiking." in upstream.requests[2]["messages"][0]["content"]
 
 
+async def test_the_embedded_model_is_asked_for_a_summary_of_bounded_length(
+    alice, searching_agent, upstream, settings
+):
+    """It answers one request at a time: a summary must not hold it for a whole answer's length."""
+    settings.LLM_EMBEDDED = True
+    await Agent.objects.filter(pk=searching_agent.pk).aupdate(enable_session_summaries=True)
+    summary = json.dumps({"summary": "The user likes tea.", "topics": ["tea"]})
+    upstream.script(Reply("Tea is nice."), Reply(summary))
+    await finish(alice, "I like tea")
+    await memory.jobs.drain()
+    assert upstream.requests[-1]["max_tokens"] == 320
+    assert upstream.requests[0]["max_tokens"] == settings.PARLEY_EMBEDDED_MAX_TOKENS  # the answer
+
+
 async def test_a_failing_summary_never_fails_the_run(alice, searching_agent, upstream):
     await Agent.objects.filter(pk=searching_agent.pk).aupdate(enable_session_summaries=True)
     upstream.script(Reply("Fine."), Reply(status=500, error_message="summary broke"))
