@@ -85,6 +85,13 @@ def page_by_activity(
     return rows[:size], (last.updated_at, last.session_id)
 
 
+def active_since(sessions: QuerySet[Session], since: datetime, limit: int) -> list[Session]:
+    """The sessions active after `since`, at most `limit` of the latest, oldest first (each put
+    on top of a list in turn leaves the latest on top)."""
+    latest = sessions.filter(updated_at__gt=since).order_by("-updated_at", "-session_id")
+    return list(reversed(latest[:limit]))
+
+
 def create_session(
     user: User,
     *,

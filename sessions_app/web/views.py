@@ -15,6 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -85,24 +86,39 @@ def _cursor_text(cursor: sessions.ActivityCursor | None) -> str:
 
 def _parse_cursor(text: str) -> sessions.ActivityCursor:
     when, _, session_id = text.partition(",")
+    if session_id_or_none(session_id) is None:
+        raise BadCursor(text)
+    return _parse_moment(when), session_id
+
+
+def _parse_moment(text: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(when)
+        moment = datetime.fromisoformat(text)
     except ValueError as exc:
         raise BadCursor(text) from exc
-    if moment.tzinfo is None or session_id_or_none(session_id) is None:
+    if moment.tzinfo is None:
         raise BadCursor(text)
-    return moment, session_id
+    return moment
 
 
 def _sidebar_page(
-    request: HttpRequest, after: sessions.ActivityCursor | None = None
+    request: HttpRequest,
+    after: sessions.ActivityCursor | None = None,
+    since: datetime | None = None,
 ) -> dict[str, Any]:
+    """A page of the sidebar; with `since` (when the list was last brought up to date), also
+    the chats active since then, which moved above the cursor: they go to the top, out of the
+    places they were shown in, so that none is missing or shown twice."""
+    now = timezone.now()
     # No stored text holds a NUL, and PostgreSQL refuses one in a query.
     q = (request.GET.get("q") or "").replace("\x00", "").strip()[:200]
     listed = sessions.list_sessions(request.user, search=q or None)
     rows, more = sessions.page_by_activity(listed, SIDEBAR_PAGE_SIZE, after=after)
+    moved = sessions.active_since(listed, since, SIDEBAR_PAGE_SIZE) if since else []
     return {
         "sessions": rows,
+        "moved": moved,
+        "since": now.isoformat(),
         "next_cursor": _cursor_text(more),
         "first_page": after is None,
         "q": q,
@@ -175,9 +191,10 @@ def session_list(request: HttpRequest) -> HttpResponse:
     cursor)."""
     try:
         after = _parse_cursor(request.GET["after"]) if request.GET.get("after") else None
+        since = _parse_moment(request.GET["since"]) if request.GET.get("since") else None
     except BadCursor:
         return HttpResponse("This place in the list is not valid; reload the page.", status=400)
-    context = _sidebar_page(request, after)
+    context = _sidebar_page(request, after, since)
     return render(request, "sessions_app/_session_items.html", context)
 
 
