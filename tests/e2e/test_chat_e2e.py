@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from sessions_app.models import Agent, Run, RunStatus, Session, User
 from testkit.upstream import Reply, ScriptedUpstream
@@ -252,28 +252,37 @@ IN_ITS_LIST_BOX = """item => {
 }"""
 
 
-def test_wheeling_the_sidebar_to_its_end_reaches_the_oldest_chat(page: Page, login, alice: User):
-    """The sidebar is its own scroll box: the window never scrolls, the list does."""
+def make_chats(alice: User, count: int) -> None:
+    """`count` chats, "chat 00" the oldest, a minute apart."""
     start = timezone.now() - timedelta(days=1)
-    for n in range(46):
+    for n in range(count):
         session = Session.objects.create(user=alice, agent=Agent.objects.get(is_default=True))
         Session.objects.filter(pk=session.pk).update(
             session_name=f"chat {n:02d}", updated_at=start + timedelta(minutes=n)
         )
+
+
+def wheel_sidebar_until_shown(page: Page, item: Locator) -> None:
+    """Wheel over the sidebar until `item` is in its scroll box."""
+    sidebar = page.get_by_test_id("session-list").bounding_box()
+    assert sidebar is not None
+    page.mouse.move(sidebar["x"] + sidebar["width"] / 2, sidebar["y"] + sidebar["height"] / 2)
+    deadline = time.monotonic() + 20
+    while not (item.count() and item.evaluate(IN_ITS_LIST_BOX)):
+        assert time.monotonic() < deadline, "wheeling the sidebar never showed it"
+        page.mouse.wheel(0, 400)
+        page.wait_for_timeout(100)
+
+
+def test_wheeling_the_sidebar_to_its_end_reaches_the_oldest_chat(page: Page, login, alice: User):
+    """The sidebar is its own scroll box: the window never scrolls, the list does."""
+    make_chats(alice, 46)
     login(page, "alice", "alice-pass-123")
     items = page.get_by_test_id("session-item")
     expect(items).to_have_count(30)  # one page; the oldest are further down
     expect(items.first).to_have_text("chat 45")
 
-    sidebar = page.get_by_test_id("session-list").bounding_box()
-    assert sidebar is not None
-    page.mouse.move(sidebar["x"] + sidebar["width"] / 2, sidebar["y"] + sidebar["height"] / 2)
-    oldest = items.filter(has_text="chat 00")
-    deadline = time.monotonic() + 20
-    while not (oldest.count() and oldest.evaluate(IN_ITS_LIST_BOX)):
-        assert time.monotonic() < deadline, "wheeling the sidebar never showed the oldest chat"
-        page.mouse.wheel(0, 400)
-        page.wait_for_timeout(100)
+    wheel_sidebar_until_shown(page, items.filter(has_text="chat 00"))
     expect(items).to_have_count(46)
     expect(page.get_by_text("Loading…")).to_have_count(0)
 
@@ -281,27 +290,14 @@ def test_wheeling_the_sidebar_to_its_end_reaches_the_oldest_chat(page: Page, log
 def test_chats_active_elsewhere_while_scrolling_go_to_the_top_once(page: Page, login, alice: User):
     """A chat from a page not loaded yet, and one already shown, get new messages in another
     tab: scrolling on brings both to the top, and lists neither twice."""
-    start = timezone.now() - timedelta(days=1)
-    for n in range(46):
-        session = Session.objects.create(user=alice, agent=Agent.objects.get(is_default=True))
-        Session.objects.filter(pk=session.pk).update(
-            session_name=f"chat {n:02d}", updated_at=start + timedelta(minutes=n)
-        )
+    make_chats(alice, 46)
     login(page, "alice", "alice-pass-123")
     items = page.get_by_test_id("session-item")
     expect(items).to_have_count(30)
 
     for name in ("chat 40", "chat 05"):  # shown, then not loaded yet; chat 05 the latest
         Session.objects.filter(session_name=name).update(updated_at=timezone.now())
-    sidebar = page.get_by_test_id("session-list").bounding_box()
-    assert sidebar is not None
-    page.mouse.move(sidebar["x"] + sidebar["width"] / 2, sidebar["y"] + sidebar["height"] / 2)
-    oldest = items.filter(has_text="chat 00")
-    deadline = time.monotonic() + 20
-    while not (oldest.count() and oldest.evaluate(IN_ITS_LIST_BOX)):
-        assert time.monotonic() < deadline, "wheeling the sidebar never showed the oldest chat"
-        page.mouse.wheel(0, 400)
-        page.wait_for_timeout(100)
+    wheel_sidebar_until_shown(page, items.filter(has_text="chat 00"))
 
     expect(items).to_have_count(46)
     expect(items.nth(0)).to_have_text("chat 05")
