@@ -156,7 +156,7 @@ def _collect_action(modeladmin: Any, request: HttpRequest, queryset: QuerySet) -
 def no_dataset_context(request: HttpRequest) -> dict[str, Any]:
     """Whether any dataset exists, and where to add one for staff who may."""
     exists = Dataset.objects.exists()
-    may_add = request.user.has_perm("datasets_app.add_dataset")
+    may_add = staff_may(request.user, "add", Dataset)
     return {
         "has_datasets": exists,
         "add_dataset_url": reverse("admin:datasets_app_dataset_add") if may_add else "",
