@@ -28,9 +28,8 @@ from sessions_app.models import (
     RunStatus,
     Session,
 )
-from sessions_app.process import HOSTNAME
 from tests.support.apiclient import stored_run
-from tests.support.processes import a_pid_gone
+from tests.support.processes import a_dead_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -350,7 +349,7 @@ def test_a_run_whose_process_died_says_its_figures_are_unknown(root, alice, help
         position=1,
         status=RunStatus.RUNNING,
         input="Tell me a long story",
-        worker=f"{HOSTNAME}:{a_pid_gone()}:0123abcd",
+        worker=a_dead_worker(),
         heartbeat_at=timezone.now(),
     )
     assert liveness.reap_stale_runs() == [(run.pk, session.pk)]

@@ -12,10 +12,9 @@ from django.utils import timezone
 
 from sessions_app.engine import liveness
 from sessions_app.models import Message, Run, RunStatus, Session
-from sessions_app.process import HOSTNAME
 from testkit.upstream import Reply
 from tests.support.apiclient import asgi_client
-from tests.support.processes import a_pid_gone
+from tests.support.processes import a_dead_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -89,7 +88,7 @@ def left_by_a_dead_process(user, agent, *, stop_asked: bool = False) -> Run:
         status=RunStatus.RUNNING,
         input="a long question",
         content="the answer up to its last checkpoint",
-        worker=f"{HOSTNAME}:{a_pid_gone()}:0123abcd",
+        worker=a_dead_worker(),
         heartbeat_at=timezone.now(),
         cancel_requested=stop_asked,
     )

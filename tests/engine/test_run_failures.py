@@ -28,7 +28,7 @@ from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
 from tests.support.apiclient import asgi_client, read_events
 from tests.support.chattab import open_tab
-from tests.support.processes import a_pid_gone
+from tests.support.processes import a_dead_worker
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -380,7 +380,7 @@ async def test_a_watching_tab_sees_a_run_of_a_dead_process_interrupted_untouched
         status=RunStatus.RUNNING,
         input="a long question",
         content="the answer up to its last checkpoint",
-        worker=f"{HOSTNAME}:{a_pid_gone()}:0123abcd",
+        worker=a_dead_worker(),
         heartbeat_at=timezone.now(),
     )
     await Message.objects.acreate(run=run, session=session, order=0, role="user", content=run.input)
