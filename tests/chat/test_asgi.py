@@ -16,6 +16,7 @@ from django.conf import settings as django_settings
 from django.test import AsyncClient
 
 from sessions_app.accounts import create_token
+from tests.support.processes import loaded_as_daphne_loads_it
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -193,26 +194,6 @@ def test_the_asgi_application_collects_garbage_less_often():
 def test_without_the_gc_setting_collections_are_pythons_own():
     probe = "import gc\nprint(gc.get_threshold()[0], gc.get_freeze_count())\n"
     assert loaded_as_daphne_loads_it(probe, PARLEY_TUNE_GC="false") == ["700", "0"]
-
-
-def loaded_as_daphne_loads_it(probe: str, **settings: str) -> list[str]:
-    """What `probe` prints, run in a process of its own after importing the ASGI application
-    without DEBUG, as daphne imports it, with these settings in its environment."""
-    import subprocess
-    import sys
-
-    from tests.conftest import subprocess_env
-
-    env = subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", DEBUG="false", **settings)
-    done = subprocess.run(
-        [sys.executable, "-c", "import project.asgi\n" + probe],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()
 
 
 def test_the_urls_and_the_api_are_loaded_with_the_application_not_by_the_first_request():

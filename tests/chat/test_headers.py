@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 from django.test import AsyncClient, Client
 
-from tests.chat.test_asgi import loaded_as_daphne_loads_it
-from tests.conftest import subprocess_env
+from tests.support.processes import loaded_as_daphne_loads_it, printed_by
 
 pytestmark = pytest.mark.django_db
 
@@ -116,16 +113,7 @@ def test_production_settings_follow_the_environment():
 
 
 def loaded_in_development(probe: str) -> list[str]:
-    env = subprocess_env(DJANGO_SETTINGS_MODULE="project.settings", DEBUG="true")
-    done = subprocess.run(
-        [sys.executable, "-c", "import django\ndjango.setup()\n" + probe],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()
+    return printed_by("import django\ndjango.setup()\n" + probe, DEBUG="true")
 
 
 def test_development_cookies_work_over_plain_http():
