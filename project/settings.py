@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "csp",
     "sessions_app",
     "datasets_app",
+    "evals_app",
     "serving",
 ]
 
@@ -218,6 +219,8 @@ PARLEY_HEARTBEAT_INTERVAL = envfloat("PARLEY_HEARTBEAT_INTERVAL", 10.0)
 PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 30.0)
 # /healthz probes the model endpoint at most once per this many seconds (per process).
 PARLEY_HEALTHZ_CACHE_SECONDS = envfloat("PARLEY_HEALTHZ_CACHE_SECONDS", 5.0)
+# Evaluation: how many answers an experiment asks for at once.
+PARLEY_EVAL_CONCURRENCY = envint("PARLEY_EVAL_CONCURRENCY", 8)
 PARLEY_MAX_INPUT_CHARS = envint("PARLEY_MAX_INPUT_CHARS", 32000)
 # A session's state and metadata, and an agent's initial state, as JSON (each is sent upstream).
 PARLEY_MAX_STATE_BYTES = envint("PARLEY_MAX_STATE_BYTES", 64 * 1024)

@@ -19,9 +19,15 @@ from sessions_app.llm import client as llm
 
 
 class EarlyRequest:
-    def __init__(self, model: str, messages: list[dict[str, Any]], offered: list[Any]) -> None:
+    def __init__(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        offered: list[Any],
+        sampling: dict[str, Any],
+    ) -> None:
         self.started = time.perf_counter()
-        self.stream = llm.stream_chat(model, messages, offered or None)
+        self.stream = llm.stream_chat(model, messages, offered or None, sampling)
         self.first = asyncio.get_running_loop().create_task(
             self._read_first(), context=contextvars.Context()
         )
@@ -55,18 +61,18 @@ def _retrieve_exception(task: asyncio.Task[Any]) -> None:
         task.exception()  # seen by whoever awaits it; no "never retrieved" warning meanwhile
 
 
-# A created run's request: its run, model, messages and tools.
-Request = tuple[LiveRun, str, list[dict[str, Any]], list[Any]]
+# A created run's request: its run, model, messages, tools and sampling settings.
+Request = tuple[LiveRun, str, list[dict[str, Any]], list[Any], dict[str, Any]]
 
 
 def send_from_thread(loop: asyncio.AbstractEventLoop, requests: list[Request]) -> None:
     """From the database thread, mid-creation: send these runs' model requests now."""
 
     def send() -> None:
-        for live, model, messages, offered in requests:
+        for live, model, messages, offered, sampling in requests:
             if live.early is not None:  # sent by a creation that failed, tried again
                 live.early.cancel()
-            live.early = EarlyRequest(model, messages, offered)
+            live.early = EarlyRequest(model, messages, offered, sampling)
 
     try:
         loop.call_soon_threadsafe(send)

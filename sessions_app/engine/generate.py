@@ -107,7 +107,9 @@ class _Answer:
             source, call_started = self.early.items(), self.early.started
         else:
             offered = self.plan.tools if round_number < MAX_TOOL_ROUNDS else []
-            source = llm.stream_chat(self.run.model, self.messages, offered or None)
+            source = llm.stream_chat(
+                self.run.model, self.messages, offered or None, self.plan.sampling
+            )
         try:
             async for item in source:
                 if isinstance(item, llm.Delta):

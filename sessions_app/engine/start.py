@@ -191,13 +191,15 @@ class _Creation:
             targets = [live.session.pk for live in admitted]
             if admitted and not busy and len(set(targets)) == len(targets):
                 requests = [
-                    (live, run.model, sent, specs)
+                    (live, run.model, sent, specs, live.agent.sampling())
                     for live, run, sent, specs in zip(admitted, runs, built, offered, strict=True)
                 ]
                 early.send_from_thread(registry.loop, requests)
             answers = self._write(admitted, fresh, runs)
         for n, (live, run) in enumerate(zip(admitted, runs, strict=True)):
-            live.plan = Plan(run, live.session, answers[n], built[n], offered[n])
+            live.plan = Plan(
+                run, live.session, answers[n], built[n], offered[n], live.agent.sampling()
+            )
 
     def _admit(self) -> None:
         """Rate limits, then the access gates: each ask's session and agent, or its refusal."""
@@ -279,6 +281,7 @@ class _Creation:
                 session=live.session,
                 user=live.ask.user,
                 agent=live.agent,
+                agent_version_id=live.agent.live_version_id,
                 position=(last.get(live.session.pk) or 0) + 1,
                 status=RunStatus.RUNNING,
                 input=live.ask.text,

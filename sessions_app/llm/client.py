@@ -87,10 +87,14 @@ def _length_cap() -> dict[str, int]:
 
 
 def _request_body(
-    model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    sampling: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """Sent as it is through `client.post`: the history and tools, plain JSON already, are not
-    transformed into `openai`'s typed parameters (see docs/engine.md)."""
+    transformed into `openai`'s typed parameters (see docs/engine.md). An agent's own sampling
+    settings win over the embedded model's length cap."""
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -100,15 +104,20 @@ def _request_body(
     if tools:
         body["tools"] = tools
     body.update(_length_cap())
+    body.update(sampling or {})
     return body
 
 
 async def stream_chat(
-    model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    sampling: dict[str, Any] | None = None,
 ) -> AsyncIterator[Delta | ToolCallsDelta | StreamEnd]:
-    """Stream one chat completion; raises LLMError (after any deltas already yielded)."""
+    """Stream one chat completion; raises LLMError (after any deltas already yielded).
+    `sampling`: temperature, top_p, max_tokens, as the agent sets them."""
     answer = Answer(model)
-    body = _request_body(model, messages, tools)
+    body = _request_body(model, messages, tools, sampling)
     try:
         with _client() as client:
             response = await client.post(

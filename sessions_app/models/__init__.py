@@ -1,13 +1,20 @@
-"""Parley's data, by family: accounts, conversations (agents, sessions, runs, messages), usage
-(every call made to a model), the dashboard's daily rollups, and how deletion treats them.
+"""Parley's data, by family: accounts, agents and their versions, conversations (sessions, runs,
+messages), usage (every call made to a model), the dashboard's daily rollups, and how deletion
+treats them.
 Everything is importable from here, as Django and the migrations name it."""
 
 from sessions_app.models.accounts import ApiToken, ImportedIdentity, LoginFailure, User
+from sessions_app.models.agents import (
+    VERSIONED_FIELDS,
+    Agent,
+    AgentVersion,
+    FewShotOrder,
+    config_hash,
+    config_of,
+)
 from sessions_app.models.conversations import (
     ACTIVE_STATUSES,
     METRIC_FIELDS,
-    Agent,
-    FewShotOrder,
     Message,
     NameSource,
     Role,
@@ -27,7 +34,9 @@ __all__ = [
     "CASCADE_LEAN",
     "KEEP_USAGE",
     "METRIC_FIELDS",
+    "VERSIONED_FIELDS",
     "Agent",
+    "AgentVersion",
     "ApiToken",
     "CallDay",
     "CallKind",
@@ -49,5 +58,7 @@ __all__ = [
     "SessionSource",
     "TokenMetrics",
     "User",
+    "config_hash",
+    "config_of",
     "usage_known",
 ]

@@ -1,4 +1,4 @@
-"""Agents and their sessions of runs, each made of messages."""
+"""Sessions of runs, each made of messages."""
 
 from __future__ import annotations
 
@@ -7,79 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import Q
 
 from sessions_app.ids import SESSION_ID_MAX_LENGTH, new_session_id
+from sessions_app.models.agents import Agent, AgentVersion
 from sessions_app.models.deletion import CASCADE_LEAN
-
-
-class FewShotOrder(models.TextChoices):
-    NEWEST = "newest", "newest first"
-    BEST = "best", "best rated first"
-
-
-class Agent(models.Model):
-    agent_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    name = models.CharField(max_length=100)
-    model = models.CharField(max_length=200, help_text="Model name sent to the LLM endpoint.")
-    instructions = models.TextField(blank=True, help_text="{key} is filled from session state.")
-    add_history_to_context = models.BooleanField(default=True)
-    num_history_runs = models.PositiveIntegerField(default=3)
-    num_history_messages = models.PositiveIntegerField(null=True, blank=True)
-    search_session_history = models.BooleanField(default=False)
-    num_history_sessions = models.PositiveIntegerField(default=2)
-    enable_session_summaries = models.BooleanField(default=False)
-    session_state = models.JSONField(default=dict, blank=True, help_text="Initial session state.")
-    add_session_state_to_context = models.BooleanField(default=False)
-    enable_agentic_state = models.BooleanField(
-        default=False, help_text="Offer the model a tool to change the session state."
-    )
-    add_past_sessions_to_context = models.BooleanField(
-        default=False,
-        help_text="For models without function calling: put the past sessions that "
-        "search_session_history would offer as a tool into the system message instead.",
-    )
-    # Few-shot: accepted items of a dataset sent before the history as example turns.
-    fewshot_dataset = models.ForeignKey(
-        "datasets_app.Dataset",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        help_text="Send accepted examples from this dataset before the history.",
-    )
-    fewshot_count = models.PositiveSmallIntegerField(
-        default=3, validators=[MaxValueValidator(20)], help_text="How many examples."
-    )
-    fewshot_order = models.CharField(
-        max_length=10, choices=FewShotOrder.choices, default=FewShotOrder.NEWEST
-    )
-    is_default = models.BooleanField(default=False)
-    listed = models.BooleanField(
-        default=True,
-        help_text="Offered to everyone for new chats. Agents made by import_agno are not, until "
-        "staff list them: their sessions still work for their owners.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["is_default"], condition=Q(is_default=True), name="one_default_agent"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def shows_examples(self) -> bool:
-        """Whether runs of this agent are sent other people's conversations as examples."""
-        return self.fewshot_dataset_id is not None and self.fewshot_count > 0
 
 
 class NameSource(models.TextChoices):
@@ -206,6 +139,10 @@ class Run(TokenMetrics):
     session = models.ForeignKey(Session, on_delete=CASCADE_LEAN, related_name="runs")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=CASCADE_LEAN, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    # The configuration the run was made with; null only for runs made before versions.
+    agent_version = models.ForeignKey(
+        AgentVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     position = models.PositiveIntegerField(help_text="1-based order of the run in its session.")
     status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.PENDING)
     input = models.TextField()
