@@ -147,15 +147,36 @@ async def stream_chat(
     )
 
 
+@dataclass
+class Completion:
+    text: str
+    usage: Usage
+    model: str  # as the endpoint names the model that answered
+
+
 async def complete(
     model: str, messages: list[dict[str, Any]], embedded: dict[str, Any] | None = None
 ) -> tuple[str, Usage]:
     """A plain, non-streamed completion, for background jobs such as titles. `embedded`:
     sampling settings (temperature, max_tokens…) for the embedded model only; a configured
     endpoint is sent none, as some models refuse them."""
+    answer = await completion(model, messages, embedded=embedded)
+    return answer.text, answer.usage
+
+
+async def completion(
+    model: str,
+    messages: list[dict[str, Any]],
+    *,
+    sampling: dict[str, Any] | None = None,
+    embedded: dict[str, Any] | None = None,
+) -> Completion:
+    """A non-streamed completion with what answered it. `sampling` is sent to any endpoint
+    (an agent's own settings, as runs send them); `embedded`, to the embedded model only."""
     options = _length_cap()
     if getattr(settings, "LLM_EMBEDDED", False):
         options.update(embedded or {})
+    options.update(sampling or {})
     try:
         with _client() as client:
             answer = await client.chat.completions.create(model=model, messages=messages, **options)
@@ -163,8 +184,10 @@ async def complete(
         raise describe(exc) from exc
     content = answer.choices[0].message.content or "" if answer.choices else ""
     if answer.usage:
-        return content, Usage.from_model(answer.usage)
-    return content, await estimate_usage(_server_root(), messages, content)
+        usage = Usage.from_model(answer.usage)
+    else:
+        usage = await estimate_usage(_server_root(), messages, content)
+    return Completion(content, usage, answer.model or model)
 
 
 async def ping() -> bool:
