@@ -121,7 +121,8 @@ def create_version(request: HttpRequest, agent_id: uuid.UUID, payload: VersionIn
     """Staff with the “change agent” permission: a draft version, the live configuration with
     the fields sent changed, to try in experiments; users go on chatting with the live version
     until it is promoted. 201 for a new draft; 200 with the version the agent has already with
-    that configuration (live, past or draft); 422 for values the agent's form would refuse."""
+    that configuration (live, past or draft); 422 for values the agent's form would refuse; 404
+    for an unknown `fewshot_dataset_id` and 409 for one whose items skip review, as in PATCH."""
     user = _user(request)
     agent = versions.agent_for_user(user, agent_id, "change")
     changes = payload.model_dump(exclude_unset=True)

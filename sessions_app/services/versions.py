@@ -90,6 +90,8 @@ def _configured(agent: Agent, changes: dict[str, Any]) -> Agent:
     unknown = sorted(set(changes) - SETTABLE)
     if unknown:
         raise InvalidConfig({name: ["Not a versioned field."] for name in unknown})
+    if "fewshot_dataset_id" in changes:  # an unknown one is NotFound, as when changing the agent
+        examples.check_dataset(changes["fewshot_dataset_id"])
     candidate = Agent.objects.get(pk=agent.pk)
     for name, value in changes.items():
         setattr(candidate, name, value)

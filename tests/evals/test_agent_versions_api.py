@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from datasets_app.models import Dataset
 from sessions_app.models import Agent
 from sessions_app.services import versions
 from tests.support.apiclient import api_client
@@ -135,17 +136,28 @@ def test_a_draft_of_an_existing_configuration_answers_that_version(editor, agent
     assert live.json()["version_id"] == str(agent.live_version_id)
 
 
-def test_a_draft_with_values_the_form_refuses_is_a_422_listing_them(editor, agent):
+def test_a_draft_with_values_out_of_bounds_or_unknown_is_refused(editor, agent):
     client = api_client(editor)
-    unknown_dataset = send(
-        client, "POST", versions_url(agent), {"fewshot_dataset_id": str(uuid.uuid4())}
-    )
-    assert unknown_dataset.status_code == 422
-    (problem,) = unknown_dataset.json()["detail"]
-    assert problem["loc"] == ["body", "payload", "fewshot_dataset"]
+    unknown = send(client, "POST", versions_url(agent), {"fewshot_dataset_id": str(uuid.uuid4())})
+    assert (unknown.status_code, unknown.json()) == (404, {"detail": "Not found."})
     for body in ({"name": "Renamed"}, {"fewshot_count": 21}, {"note": "x" * 201}):
-        assert send(client, "POST", versions_url(agent), body).status_code == 422
+        response = send(client, "POST", versions_url(agent), body)
+        assert response.status_code == 422 and isinstance(response.json()["detail"], list)
     assert not agent.versions.filter(is_draft=True).exists()
+
+
+def test_a_version_whose_dataset_is_gone_is_not_promoted_and_says_why(editor, agent):
+    dataset = Dataset.objects.create(name="examples")
+    body = {"fewshot_dataset_id": str(dataset.pk)}
+    draft = send(api_client(editor), "POST", versions_url(agent), body).json()
+    dataset.delete()
+
+    response = send(api_client(editor), "POST", versions_url(agent, draft["version_id"], "promote"))
+
+    assert response.status_code == 422
+    (problem,) = response.json()["detail"]
+    assert problem["loc"] == ["body", "payload", "fewshot_dataset"]
+    assert Agent.objects.get(pk=agent.pk).live_version_id == agent.live_version_id
 
 
 def test_only_staff_who_may_change_agents_draft(alice, support, agent):
