@@ -88,7 +88,8 @@ def _sessions(keys: list[Any]) -> list[dict[str, Any]]:
     """Sessions in the API's shape, each with its runs and their messages."""
     sessions = list(Session.objects.filter(pk__in=keys).select_related("user", "agent"))
     with_metrics(sessions)
-    runs = Run.objects.filter(session__in=keys).select_related("user").order_by("position")
+    runs = Run.objects.filter(session__in=keys).select_related("user", "agent_version")
+    runs = runs.order_by("position")
     by_session: dict[str, list[dict[str, Any]]] = {}
     for run in _runs_as_json(list(runs)):
         by_session.setdefault(run["session_id"], []).append(run)
@@ -100,7 +101,7 @@ def _sessions(keys: list[Any]) -> list[dict[str, Any]]:
 
 
 def _runs(keys: list[Any]) -> list[dict[str, Any]]:
-    runs = Run.objects.filter(pk__in=keys).select_related("user")
+    runs = Run.objects.filter(pk__in=keys).select_related("user", "agent_version")
     return _runs_as_json(list(runs.order_by("created_at", "pk")))
 
 

@@ -9,14 +9,17 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
 
 from sessions_app.accounts import describe_expiry
 from sessions_app.admin import display, extensions
 from sessions_app.admin.base import total_per_row
+from sessions_app.admin.versions import VersionPages, listing
 from sessions_app.models import Agent, ApiToken, Session
-from sessions_app.services import statesize
+from sessions_app.services import statesize, versions
+
+SAMPLING = ("temperature", "top_p", "max_tokens")
 
 
 class AgentForm(extensions.SectionChecks, forms.ModelForm):
@@ -35,8 +38,9 @@ class AgentForm(extensions.SectionChecks, forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(VersionPages, admin.ModelAdmin):
     form = AgentForm
+    change_form_template = "admin/sessions_app/agent/change_form.html"
     list_display = [
         "name", "model", "is_default", "listed", "history", "search_session_history",
         "enable_session_summaries", "sessions", "updated_at",
@@ -45,14 +49,30 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name", "model", "instructions"]
 
     def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> list[Any]:
-        """The agent's own fields, then a fieldset for each section other apps add."""
+        """The agent's own fields, its sampling settings, then a fieldset for each section
+        other apps add."""
         sections = extensions.form_sections(Agent)
-        owned = {name for section in sections for name in section.fields}
+        owned = {name for section in sections for name in section.fields} | set(SAMPLING)
         rest = [name for name in self.get_fields(request, obj) if name not in owned]
+        sampling = {
+            "fields": list(SAMPLING),
+            "description": "Sent to the model only when set; empty leaves the model's default.",
+        }
         added = [
             (s.title, {"fields": list(s.fields), "description": s.description}) for s in sections
         ]
-        return [(None, {"fields": rest}), *added]
+        return [(None, {"fields": rest}), ("Sampling", sampling), *added]
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        versions.save_agent(obj, request.user)  # a new version is put down to whoever made it
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        agent = context.get("original")
+        if agent is not None:
+            context.update(listing(request, agent))
+        return super().render_change_form(request, context, *args, **kwargs)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         count = total_per_row(Session.objects.all(), "agent", "COUNT")

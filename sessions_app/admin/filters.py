@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,7 +10,7 @@ from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, QueryDict
 
-from sessions_app.models import Agent, Run, RunStatus
+from sessions_app.models import Agent, AgentVersion, Run, RunStatus
 
 # Model names are offered from the agents and from this many of the latest rows, not from a
 # DISTINCT over the whole table.
@@ -111,3 +112,37 @@ class ModelNameFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         return queryset.filter(model=self.value()) if self.value() else queryset
+
+
+class AgentVersionFilter(admin.SimpleListFilter):
+    """By the agent version a run was made with: the versions of the agent filtered on, else
+    the latest few of every agent (the chosen one always among them)."""
+
+    title = "agent version"
+    parameter_name = "agent_version"
+    agent_parameter = "agent__agent_id__exact"  # the "agent" filter's
+    shown = 30
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        versions = AgentVersion.objects.select_related("agent").order_by("-created_at")
+        agent = _uuid_or_none(request.GET.get(self.agent_parameter))
+        if agent is not None:
+            versions = versions.filter(agent_id=agent).order_by("-number")
+        found = list(versions[: self.shown])
+        chosen = _uuid_or_none(self.value())
+        if chosen is not None and chosen not in {v.pk for v in found}:
+            found += list(AgentVersion.objects.select_related("agent").filter(pk=chosen))
+        return [(str(v.pk), v.label if agent else f"{v.agent.name} {v.label}") for v in found]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if not value:
+            return queryset
+        return queryset.filter(agent_version_id=_uuid_or_none(value))
+
+
+def _uuid_or_none(value: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value) if value else None
+    except ValueError:
+        return None

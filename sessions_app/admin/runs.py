@@ -11,8 +11,13 @@ from django.utils.safestring import SafeString
 
 from sessions_app.admin import actions, display, extensions, transcript
 from sessions_app.admin.base import MetricColumns, RecordAdmin
-from sessions_app.admin.filters import ModelNameFilter, RatingFilter, StaffRatingFilter
-from sessions_app.models import Message, Run, Session
+from sessions_app.admin.filters import (
+    AgentVersionFilter,
+    ModelNameFilter,
+    RatingFilter,
+    StaffRatingFilter,
+)
+from sessions_app.models import Agent, Message, Run, Session
 from sessions_app.services.markdown import highlight_css
 from sessions_app.services.sessions import session_title
 
@@ -24,7 +29,9 @@ class RunAdmin(extensions.ExtraActions, MetricColumns, RecordAdmin):
         "first_token", "took", "cost", "rated", "staff_rated", "created_at",
     ]  # fmt: skip
     list_display_links = ["run"]
-    list_filter = ["status", ModelNameFilter, "agent", RatingFilter, StaffRatingFilter]
+    list_filter = [
+        "status", ModelNameFilter, "agent", AgentVersionFilter, RatingFilter, StaffRatingFilter,
+    ]  # fmt: skip
     search_fields = ["input", "user__username"]
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
@@ -32,7 +39,7 @@ class RunAdmin(extensions.ExtraActions, MetricColumns, RecordAdmin):
     # Then those other apps add (ExtraActions).
     actions = [actions.rate_up, actions.rate_down, actions.export_runs_json]
     fields = [
-        "session_link", "user_link", "agent_link", "position", "status_badge", "model",
+        "session_link", "user_link", "agent_link", "version", "position", "status_badge", "model",
         "model_provider", "created_at", "finished_at", "metrics", "feedback", "staff_review",
         "error",
     ]  # fmt: skip
@@ -54,6 +61,14 @@ class RunAdmin(extensions.ExtraActions, MetricColumns, RecordAdmin):
     @admin.display(description="agent")
     def agent_link(self, obj: Run) -> SafeString | str:
         return display.admin_link(obj.agent, obj.agent.name)
+
+    @admin.display(description="agent version")
+    def version(self, obj: Run) -> SafeString | str:
+        """ "v3", leading to the agent's versions; none for runs made before versions."""
+        if obj.agent_version is None:
+            return display.EMPTY
+        url = display.change_url(Agent, obj.agent_id) + "#versions"
+        return display.link(url, f"v{obj.agent_version.number}")
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj: Run) -> SafeString:

@@ -20,6 +20,7 @@ from sessions_app.services.access import NotFound
 from sessions_app.services.ratelimit import RateLimited
 from sessions_app.services.sessions import SessionBusy, SessionIdTaken
 from sessions_app.services.statesize import StateTooLarge
+from sessions_app.services.versions import InvalidConfig
 
 NOT_FOUND = "Not found."
 NOT_SERVING_RETRY_SECONDS = 2
@@ -54,6 +55,15 @@ def install_error_handlers(api: NinjaAPI) -> None:
         response["Retry-After"] = str(NOT_SERVING_RETRY_SECONDS)
         return response
 
+    def invalid_config(request: HttpRequest, exc: InvalidConfig) -> HttpResponse:
+        # A list of problems, each at its field, as a body that fails its schema answers.
+        problems = [
+            {"type": "value_error", "loc": ["body", "payload", name], "msg": message}
+            for name, messages in exc.problems.items()
+            for message in messages
+        ]
+        return api.create_response(request, {"detail": problems}, status=422)
+
     def database_outage(request: HttpRequest, exc: Exception) -> HttpResponse:
         message = outage.describe(exc)
         if message is None:
@@ -82,6 +92,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
     )
     api.add_exception_handler(StateTooLarge, detail(413, str))
     api.add_exception_handler(ValueError, detail(422, str))
+    api.add_exception_handler(InvalidConfig, invalid_config)  # type: ignore[arg-type]
     for failure in (OperationalError, InterfaceError, InternalError):
         api.add_exception_handler(failure, database_outage)
     api.add_exception_handler(pydantic.ValidationError, server_bug)

@@ -38,11 +38,15 @@ from sessions_app.api.schemas import (
     SessionOut,
     SessionPatch,
     UpstreamErrorOut,
+    VersionIn,
+    VersionList,
+    VersionListQuery,
+    VersionOut,
 )
 from sessions_app.llm.errors import status_for_error
-from sessions_app.models import Run, RunStatus, User
+from sessions_app.models import AgentVersion, Run, RunStatus, User
 from sessions_app.services import agents as agent_service
-from sessions_app.services import feedback
+from sessions_app.services import feedback, versions
 from sessions_app.services import sessions as session_service
 from sessions_app.services.access import get_agent_for_user, get_run_for_user, get_session_for_user
 from sessions_app.usage import metrics
@@ -94,6 +98,51 @@ def update_agent(request: HttpRequest, agent_id: uuid.UUID, payload: AgentPatch)
     one."""
     changes = payload.model_dump(exclude_unset=True)
     return agent_service.update_agent(_user(request), agent_id, **changes)
+
+
+# -- agent versions --------------------------------------------------------------------------
+
+
+@agents_router.get("/{agent_id}/versions", response={200: VersionList, **READ_ERRORS})
+def list_versions(
+    request: HttpRequest, agent_id: uuid.UUID, query: Query[VersionListQuery]
+) -> dict[str, Any]:
+    """Staff with the “view agent” permission: the agent's versions, newest first by default;
+    `state` tells the live one, past ones and drafts."""
+    found = versions.versions_for_user(_user(request), agent_id)
+    return paginate(found, query, {"number": ["number"], "created_at": ["created_at"]})
+
+
+@agents_router.post(
+    "/{agent_id}/versions",
+    response={200: VersionOut, 201: VersionOut, 409: ErrorOut, **STATE_WRITE_ERRORS},
+)
+def create_version(request: HttpRequest, agent_id: uuid.UUID, payload: VersionIn) -> Status[Any]:
+    """Staff with the “change agent” permission: a draft version, the live configuration with
+    the fields sent changed, to try in experiments; users go on chatting with the live version
+    until it is promoted. 201 for a new draft; 200 with the version the agent has already with
+    that configuration (live, past or draft); 422 for values the agent's form would refuse; 404
+    for an unknown `fewshot_dataset_id` and 409 for one whose items skip review, as in PATCH."""
+    user = _user(request)
+    agent = versions.agent_for_user(user, agent_id, "change")
+    changes = payload.model_dump(exclude_unset=True)
+    note = changes.pop("note", "")
+    version, made = versions.draft(agent, changes, user, note)
+    return Status(201 if made else 200, version)
+
+
+@agents_router.post(
+    "/{agent_id}/versions/{version_id}/promote",
+    response={200: AgentOut, 409: ErrorOut, **STATE_WRITE_ERRORS},
+)
+def promote_version(request: HttpRequest, agent_id: uuid.UUID, version_id: uuid.UUID) -> Any:
+    """Staff with the “change agent” permission: make this version the one users chat with
+    (a draft goes live itself; a past version comes back). Answers the agent as it now is; 422
+    or 409 when its configuration is refused now (its few-shot dataset is gone, or takes items
+    without review)."""
+    user = _user(request)
+    version = versions.get_version_for_user(user, agent_id, version_id, "change")
+    return versions.promote(version, user)
 
 
 # -- sessions --------------------------------------------------------------------------------
@@ -164,7 +213,7 @@ def list_session_runs(
     """Its runs, oldest first by default, each with its metrics."""
     session = get_session_for_user(_user(request), session_id)
     orderings = {"position": ["position"], "created_at": ["created_at"]}
-    session_runs = Run.objects.filter(session=session).select_related("user")
+    session_runs = Run.objects.filter(session=session).select_related("user", "agent_version")
     return paginate(session_runs, query, orderings)
 
 
@@ -220,6 +269,14 @@ async def create_run(request: HttpRequest, payload: RunIn) -> Any:
     if run.status == RunStatus.ERROR:
         body = {"detail": run.error, "run_id": run.run_id, "session_id": run.session_id}
         return Status(status_for_error(run.error), body)
+    return await _with_version(run)
+
+
+async def _with_version(run: Run) -> Run:
+    """The run with its agent version loaded: an async endpoint's answer is shaped on the event
+    loop, where the ORM may not be asked synchronously."""
+    if run.agent_version_id is not None and not Run.agent_version.is_cached(run):
+        run.agent_version = await AgentVersion.objects.aget(pk=run.agent_version_id)
     return run
 
 
@@ -232,7 +289,7 @@ def get_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
 async def cancel_run(request: HttpRequest, run_id: uuid.UUID) -> Any:
     """Stop a run; answers the run as it now stands (CANCELLED once stopped, or unchanged if it
     had already finished). Another's run takes the “change run” permission."""
-    return await engine.cancel_run(_user(request), run_id)
+    return await _with_version(await engine.cancel_run(_user(request), run_id))
 
 
 @runs_router.post("/{run_id}/feedback", response={200: RunOut, **WRITE_ERRORS})

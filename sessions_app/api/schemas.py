@@ -23,8 +23,10 @@ from sessions_app.api.types import (
     Text,
     When,
     json_integer,
+    json_number,
 )
-from sessions_app.models import Run, Session
+from sessions_app.models import Agent, AgentVersion, Run, Session
+from sessions_app.services import versions
 from sessions_app.services.sessions import session_metrics
 
 
@@ -116,8 +118,21 @@ class AgentOut(Schema):
     )
     fewshot_count: int = Field(description="How many examples (0 sends none).")
     fewshot_order: Literal["newest", "best"]
+    temperature: float | None = Field(description="Sent to the model only when set.")
+    top_p: float | None = Field(description="Sent to the model only when set.")
+    max_tokens: int | None = Field(description="The longest answer; sent only when set.")
+    version: int | None = Field(description="The number of the version users chat with.")
+    version_id: uuid.UUID | None = Field(description="That version's id.")
     created_at: datetime
     updated_at: datetime
+
+    @staticmethod
+    def resolve_version(obj: Agent) -> int | None:
+        return obj.live_version.number if obj.live_version_id else None
+
+    @staticmethod
+    def resolve_version_id(obj: Agent) -> uuid.UUID | None:
+        return obj.live_version_id  # type: ignore[no-any-return]
 
 
 AgentName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=100)]
@@ -128,6 +143,9 @@ HistoryMessages = Annotated[int, Field(ge=0, le=100_000), BeforeValidator(json_i
 HistorySessions = Annotated[int, Field(ge=0, le=100), BeforeValidator(json_integer)]
 FewShotCount = Annotated[int, Field(ge=0, le=20), BeforeValidator(json_integer)]
 FewShotOrder = Literal["newest", "best"]
+Temperature = Annotated[float, Field(ge=0, le=2), BeforeValidator(json_number)]
+TopP = Annotated[float, Field(ge=0, le=1), BeforeValidator(json_number)]
+MaxTokens = Annotated[int, Field(ge=1, le=1_000_000), BeforeValidator(json_integer)]
 
 
 class AgentIn(Body):
@@ -147,14 +165,17 @@ class AgentIn(Body):
     fewshot_dataset_id: Id | None = Field(None, description="A dataset's id, or null for none.")
     fewshot_count: FewShotCount = 3
     fewshot_order: FewShotOrder = Field("newest", description="newest, or best rated first.")
+    temperature: Temperature | None = Field(None, description="0–2; null: the model's default.")
+    top_p: TopP | None = Field(None, description="0–1; null: the model's default.")
+    max_tokens: MaxTokens | None = Field(None, description="At least 1; null: no limit set.")
 
 
-class AgentPatch(Body):
+class VersionedPatch(Body):
     """Only the fields sent change. A None default means "not sent"; null itself is refused,
-    except for num_history_messages, where null means "use num_history_runs", and
-    fewshot_dataset_id, where it means no examples."""
+    except for num_history_messages, where null means "use num_history_runs",
+    fewshot_dataset_id, where it means no examples, and the sampling settings, where it means
+    the model's own default."""
 
-    name: Annotated[AgentName, Field(pattern=VISIBLE)] = None
     model: ModelName = None
     instructions: Text = None
     add_history_to_context: StrictBool = None
@@ -170,6 +191,15 @@ class AgentPatch(Body):
     fewshot_dataset_id: Id | None = None
     fewshot_count: FewShotCount = None
     fewshot_order: FewShotOrder = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    max_tokens: MaxTokens | None = None
+
+
+class AgentPatch(VersionedPatch):
+    """Only the fields sent change, the name too (see VersionedPatch for null)."""
+
+    name: Annotated[AgentName, Field(pattern=VISIBLE)] = None
 
 
 class AgentListQuery(ListQuery):
@@ -179,6 +209,60 @@ class AgentListQuery(ListQuery):
 
 class AgentList(Schema):
     data: list[AgentOut]
+    meta: PageMeta
+
+
+# -- agent versions --------------------------------------------------------------------------
+
+
+class VersionOut(Schema):
+    version_id: uuid.UUID
+    agent_id: uuid.UUID
+    number: int = Field(description="1, 2, … in the order the agent's versions were made.")
+    label: str = Field(description='"v3", or "v3 draft".')
+    state: Literal["draft", "live", "past"] = Field(
+        description="draft: tried in experiments, not chatted with; live: what users chat with."
+    )
+    config: dict[str, Any] = Field(description="The versioned fields, as in the Agent.")
+    note: str
+    created_by: str | None = Field(description="The username of who made it, when known.")
+    created_at: datetime
+    promoted_at: datetime | None = Field(description="When it went live (null for a draft).")
+    runs: int = Field(description="How many runs were made with it.")
+
+    @staticmethod
+    def resolve_state(obj: AgentVersion) -> str:
+        return versions.state(obj)
+
+    @staticmethod
+    def resolve_config(obj: AgentVersion) -> dict[str, Any]:
+        config = versions.full_config(obj)
+        config["fewshot_dataset_id"] = config.pop("fewshot_dataset")
+        return config
+
+    @staticmethod
+    def resolve_created_by(obj: AgentVersion) -> str | None:
+        return obj.created_by.get_username() if obj.created_by else None
+
+    @staticmethod
+    def resolve_runs(obj: AgentVersion) -> int:
+        counted = getattr(obj, "run_count", None)  # lists count a page's runs in one query
+        return obj.runs.count() if counted is None else counted
+
+
+class VersionIn(VersionedPatch):
+    """A draft: the live configuration with the fields sent changed, and a note."""
+
+    note: Annotated[str, StringConstraints(strict=True, max_length=200, pattern=NO_NUL)] = ""
+
+
+class VersionListQuery(ListQuery):
+    sort_by: Literal["number", "created_at"] = "number"
+    sort_order: Literal["asc", "desc"] = "desc"
+
+
+class VersionList(Schema):
+    data: list[VersionOut]
     meta: PageMeta
 
 
@@ -272,10 +356,18 @@ class RunOut(Schema):
     session_state: dict[str, Any] | None = Field(
         description="The session state as this run left it (null while it runs)."
     )
+    agent_version: int | None = Field(
+        description="The number of the agent's version it was made with (null before versions)."
+    )
+    agent_version_id: uuid.UUID | None
 
     @staticmethod
     def resolve_user_id(obj: Run) -> str:
         return obj.user.get_username()
+
+    @staticmethod
+    def resolve_agent_version(obj: Run) -> int | None:
+        return obj.agent_version.number if obj.agent_version_id else None
 
     @staticmethod
     def resolve_metrics(obj: Run) -> dict[str, Any]:

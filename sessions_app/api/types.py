@@ -58,6 +58,13 @@ def json_integer(value: Any) -> Any:
     return value
 
 
+def json_number(value: Any) -> Any:
+    # A JSON number; lax pydantic would take "0.5" or true as well.
+    if isinstance(value, bool) or not isinstance(value, int | float | None):
+        raise ValueError("must be a number")
+    return value
+
+
 def _date_or_datetime(value: Any) -> Any:
     if isinstance(value, str):
         if not re.match(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):

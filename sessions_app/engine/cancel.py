@@ -15,7 +15,8 @@ from sessions_app.services.access import get_run_for_user
 
 async def cancel_run(user: User, run_id: Any) -> Run:
     """At once when it streams in this process, else at its process's next checkpoint or
-    heartbeat (or now, when that process is gone). The run as it then stands, its user loaded.
+    heartbeat (or now, when that process is gone). The run as it then stands, its user and
+    agent version loaded.
     Another's run takes the right to change runs."""
     run = await database_sync_to_async(get_run_for_user)(user, run_id, "change")
     task = registry.cancel_local(run.run_id)
@@ -26,4 +27,4 @@ async def cancel_run(user: User, run_id: Any) -> Run:
             cancel_requested=True
         )
         await liveness.reap_and_announce(session_id=run.session_id)
-    return await Run.objects.select_related("user").aget(pk=run.run_id)
+    return await Run.objects.select_related("user", "agent_version").aget(pk=run.run_id)

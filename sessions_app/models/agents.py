@@ -144,11 +144,13 @@ VERSIONED_FIELDS = (
 
 
 def config_of(agent: Agent) -> dict[str, Any]:
-    """The agent's versioned fields as plain JSON (a foreign key as its id, in text)."""
+    """The agent's versioned fields as plain JSON (a foreign key as its id, in text). Each value
+    as its field reads it back (a temperature of 1 is 1.0), so an agent set from JSON and the
+    same agent loaded later have one configuration, not two."""
     config = {}
     for name in VERSIONED_FIELDS:
         field = Agent._meta.get_field(name)
-        value = getattr(agent, field.attname)
+        value = field.to_python(getattr(agent, field.attname))
         config[name] = str(value) if field.is_relation and value is not None else value
     return config
 

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from sessions_app.models import Agent, User
-from sessions_app.services import examples, statesize
+from sessions_app.services import examples, statesize, versions
 from sessions_app.services.access import agents_for_user, get_agent_for_user
 from sessions_app.services.permissions import require
 
@@ -31,6 +31,9 @@ EDITABLE_FIELDS = frozenset(
         "fewshot_dataset_id",
         "fewshot_count",
         "fewshot_order",
+        "temperature",
+        "top_p",
+        "max_tokens",
     }
 )
 
@@ -52,7 +55,7 @@ def _check_fields(values: dict[str, Any]) -> None:
 
 
 def list_agents(user: User) -> QuerySet[Agent]:
-    return agents_for_user(user)
+    return agents_for_user(user).select_related("live_version")  # each agent's version number
 
 
 def create_agent(user: User, **values: Any) -> Agent:
@@ -61,7 +64,9 @@ def create_agent(user: User, **values: Any) -> Agent:
     # An agent without a model talks to whatever the deployment configured.
     values["model"] = (values.get("model") or "").strip() or settings.LLM_MODEL
     values["name"] = str(values.get("name", "")).strip()
-    return Agent.objects.create(**values)
+    agent = Agent(**values)
+    versions.save_agent(agent, user, force_insert=True)
+    return agent
 
 
 def update_agent(user: User, agent_id: Any, **changes: Any) -> Agent:
@@ -75,5 +80,5 @@ def update_agent(user: User, agent_id: Any, **changes: Any) -> Agent:
         agent = get_agent_for_user(user, agent_id)
         for name, value in changes.items():
             setattr(agent, name, value)
-        agent.save(update_fields=[*changes, "updated_at"])
+        versions.save_agent(agent, user, update_fields=[*changes, "updated_at"])
     return agent

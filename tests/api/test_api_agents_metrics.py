@@ -33,6 +33,11 @@ AGENT_FIELDS = {
     "fewshot_dataset_id",
     "fewshot_count",
     "fewshot_order",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "version",
+    "version_id",
     "created_at",
     "updated_at",
 }

@@ -37,6 +37,8 @@ RUN_FIELDS = {
     "finished_at",
     "feedback",
     "session_state",
+    "agent_version",
+    "agent_version_id",
 }
 METRIC_FIELDS = {
     "input_tokens",

@@ -45,6 +45,9 @@ class RealIds:
     def agent_id(self) -> str:
         return str(self.agent.agent_id)
 
+    def version_id(self) -> str:
+        return str(self.agent.live_version_id)
+
     def dataset_id(self) -> str:
         self.dataset = self._dataset()
         return str(self.dataset.dataset_id)

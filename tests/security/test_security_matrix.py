@@ -81,9 +81,12 @@ class World:
             "<uuid:run_id>": str(self.run.pk),
             "<int:token_id>": str(self.token.pk),
             "<uuid:dataset_id>": str(self.dataset.pk),
+            "<uuid:agent_id>": str(self.agent.pk),
+            "<uuid:version_id>": str(self.agent.live_version_id),
             "{session_id}": str(self.session.pk),
             "{run_id}": str(self.run.pk),
             "{agent_id}": str(self.agent.pk),
+            "{version_id}": str(self.agent.live_version_id),
             "{dataset_id}": str(self.dataset.pk),
             "{item_id}": str(self.item.pk),
         }
@@ -209,6 +212,7 @@ PAGES = [
 STAFF_PAGE = staff(200, 200, 200)
 NO_STAFF = staff(403, 403, 403)  # a page the admin refuses to every staff member
 DATASET_PAGE = to("/admin/datasets_app/dataset/{object:dataset}/change/")
+AGENT_VERSIONS = to("/admin/sessions_app/agent/{object:agent}/change/#versions")
 ADMIN_SITE = [
     Case("GET", "admin/", STAFF_PAGE),
     Case("GET", "admin/dashboard/", STAFF_PAGE),  # support and manager may view runs and calls
@@ -258,6 +262,15 @@ ADMIN_SITE = [
     ),
     # Adding to a dataset takes "add dataset item"; a form naming nothing is sent back.
     Case("POST", "admin/datasets_app/datasetitem/collect/", staff(403, to("../"), to("../"))),
+    # An agent's versions: compared by whoever may view agents; drafted and promoted by those
+    # who may change them (promoting the live version only sends back to the agent's page).
+    Case("GET", "admin/sessions_app/agent/<uuid:agent_id>/versions/compare/", STAFF_PAGE),
+    Case("GET", "admin/sessions_app/agent/<uuid:agent_id>/versions/new/", staff(403, 200, 200)),
+    Case(
+        "GET",
+        "admin/sessions_app/agent/<uuid:agent_id>/versions/<uuid:version_id>/promote/",
+        staff(403, AGENT_VERSIONS, AGENT_VERSIONS),
+    ),
     Case(
         "GET",
         "admin/sessions_app/user/<id>/password/",
@@ -303,6 +316,14 @@ API = [
     Case("POST", "/api/agents", roles(401, 403, 403, 403, 201, 201), {"name": "New"}),
     Case("GET", "/api/agents/{agent_id}", API_SIGNED_IN),
     Case("PATCH", "/api/agents/{agent_id}", API_DATASETS_WRITE, {"instructions": "Be kind."}),
+    Case("GET", "/api/agents/{agent_id}/versions", API_DATASETS_READ),
+    Case(
+        "POST",
+        "/api/agents/{agent_id}/versions",
+        roles(401, 403, 403, 403, 201, 201),
+        {"instructions": "Be kinder.", "note": "kinder"},
+    ),
+    Case("POST", "/api/agents/{agent_id}/versions/{version_id}/promote", API_DATASETS_WRITE),
     Case("GET", "/api/sessions", API_SIGNED_IN),
     # Staff who may view sessions list alice's; for bob the filter is ignored: his own, empty.
     Case("GET", "/api/sessions", API_SIGNED_IN, {"user_id": "alice"}),
@@ -351,6 +372,9 @@ API = [
 RIGHTS = {
     ("POST", "/api/agents"): "add agent",
     ("PATCH", "/api/agents/{agent_id}"): "change agent",
+    ("GET", "/api/agents/{agent_id}/versions"): "view agent",
+    ("POST", "/api/agents/{agent_id}/versions"): "change agent",
+    ("POST", "/api/agents/{agent_id}/versions/{version_id}/promote"): "change agent",
     ("PATCH", "/api/sessions/{session_id}"): "change session",
     ("DELETE", "/api/sessions/{session_id}"): "delete session",
     ("POST", "/api/runs/{run_id}/cancel"): "change run",
