@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from datasets_app.models import Dataset
 from sessions_app.models import Agent, AgentVersion, Run
 from sessions_app.services import versions
 from tests.support.apiclient import bearer
@@ -177,3 +178,15 @@ def test_a_run_made_before_versions_has_none(alice, agent, upstream):
     Run.objects.filter(pk=answered["run_id"]).update(agent_version=None)
     response = request_served("GET", f"/api/runs/{answered['run_id']}", None, bearer(alice))
     assert (response.json()["agent_version"], response.json()["agent_version_id"]) == (None, None)
+
+
+def test_deleting_the_dataset_an_agent_takes_examples_from_is_a_new_version(agent):
+    dataset = Dataset.objects.create(name="examples")
+    agent.fewshot_dataset = dataset
+    agent.save()
+    with_examples = agent.live_version
+    dataset.delete()
+    agent.refresh_from_db()
+    assert agent.fewshot_dataset_id is None
+    assert agent.live_version_id != with_examples.pk
+    assert agent.live_version.config["fewshot_dataset"] is None
