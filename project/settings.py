@@ -221,6 +221,8 @@ PARLEY_STALE_RUN_AFTER = envfloat("PARLEY_STALE_RUN_AFTER", 30.0)
 PARLEY_HEALTHZ_CACHE_SECONDS = envfloat("PARLEY_HEALTHZ_CACHE_SECONDS", 5.0)
 # Evaluation: how many answers an experiment asks for at once.
 PARLEY_EVAL_CONCURRENCY = envint("PARLEY_EVAL_CONCURRENCY", 8)
+# Live evaluation: how many runs a process scores at once, in the background of its answers.
+PARLEY_EVAL_LIVE_CONCURRENCY = envint("PARLEY_EVAL_LIVE_CONCURRENCY", 2)
 PARLEY_MAX_INPUT_CHARS = envint("PARLEY_MAX_INPUT_CHARS", 32000)
 # A session's state and metadata, and an agent's initial state, as JSON (each is sent upstream).
 PARLEY_MAX_STATE_BYTES = envint("PARLEY_MAX_STATE_BYTES", 64 * 1024)

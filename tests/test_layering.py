@@ -141,6 +141,16 @@ def test_no_module_of_the_chat_app_imports_datasets():
     assert found == []
 
 
+def test_no_module_of_the_chat_app_imports_evaluation():
+    """Evaluation plugs in as datasets do: signals, admin and dashboard extension points."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in sorted((ROOT / "sessions_app").rglob("*.py"))
+        for line, name in offences(path.read_text(encoding="utf-8"), "evals_app")
+    ]
+    assert found == []
+
+
 @pytest.fixture
 def unplugged():
     """The chat app with no few-shot source, as without datasets; plugged back afterwards."""

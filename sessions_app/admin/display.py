@@ -91,7 +91,8 @@ def excerpt(text: str, length: int = 80) -> str:
 
 
 def shown(value: Any, unit: str) -> str:
-    """A dashboard figure in its unit: count, tokens, usd, ratio, seconds, time or text."""
+    """A dashboard figure in its unit: count, tokens, usd, ratio, score, seconds, time or
+    text."""
     if value is None or value == "":
         return EMPTY
     if unit in ("count", "tokens"):
@@ -100,6 +101,8 @@ def shown(value: Any, unit: str) -> str:
         return cost(Decimal(str(value)))
     if unit == "ratio":
         return f"{float(value) * 100:.1f} %"
+    if unit == "score":
+        return f"{float(value):.2f}"
     if unit == "seconds":
         return duration(float(value))
     if unit == "time" and isinstance(value, datetime):

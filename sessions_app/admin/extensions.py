@@ -1,7 +1,7 @@
-"""What other apps add to this app's admin pages without this app naming them: actions on the
-session and run lists, panels on a session's transcript and a run's page, and sections of the
-agent's form. Filled as those apps' admin modules load (admin autodiscovery, at start-up); read
-on every request, so the ModelAdmins here never import them.
+"""What other apps add to this app's admin pages without this app naming them: actions and
+filters on the session and run lists, panels on a session's transcript and a run's page, and
+sections of the agent's form. Filled as those apps' admin modules load (admin autodiscovery, at
+start-up); read on every request, so the ModelAdmins here never import them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,12 @@ class Action:
 
 
 @dataclass(frozen=True)
+class ListFilter:
+    list_filter: Any  # a filter as ModelAdmin.list_filter lists them (a SimpleListFilter class)
+    allowed: Callable[[HttpRequest], bool]  # whether the list offers it to this request
+
+
+@dataclass(frozen=True)
 class Panel:
     """What a panel adds to the page's context (the session page's context gets the request and
     the transcript's entries; the run page's the request and the run), and the template it draws
@@ -54,6 +60,7 @@ class FormSection:
 
 
 _actions: dict[type[Model], list[Action]] = {}
+_list_filters: dict[type[Model], list[ListFilter]] = {}
 _panels: dict[str, list[Panel]] = {page: [] for page in SLOTS}
 _sections: dict[type[Model], list[FormSection]] = {}
 
@@ -63,6 +70,10 @@ _sections: dict[type[Model], list[FormSection]] = {}
 
 def add_action(model: type[Model], action: Action) -> None:
     _add(_actions.setdefault(model, []), action)
+
+
+def add_list_filter(model: type[Model], list_filter: ListFilter) -> None:
+    _add(_list_filters.setdefault(model, []), list_filter)
 
 
 def add_panel(page: str, panel: Panel) -> None:
@@ -111,6 +122,18 @@ class ExtraActions:
                 description = getattr(extra.function, "short_description", name)
                 actions[name] = (extra.function, name, description)
         return actions
+
+
+class ExtraListFilters:
+    """Mixed into a ModelAdmin: its list's filters, after its own, are those other apps added
+    for its model, to the requests each allows."""
+
+    def get_list_filter(self, request: HttpRequest) -> list[Any]:
+        filters = list(super().get_list_filter(request))  # type: ignore[misc]
+        for extra in _list_filters.get(self.model, ()):  # type: ignore[attr-defined]
+            if extra.allowed(request):
+                filters.append(extra.list_filter)
+        return filters
 
 
 class SectionChecks:

@@ -23,12 +23,13 @@ from sessions_app.services.sessions import session_title
 
 
 @admin.register(Run)
-class RunAdmin(extensions.ExtraActions, MetricColumns, RecordAdmin):
+class RunAdmin(extensions.ExtraActions, extensions.ExtraListFilters, MetricColumns, RecordAdmin):
     list_display = [
         "run", "session_link", "user", "agent", "status_badge", "model", "tokens",
         "first_token", "took", "cost", "rated", "staff_rated", "created_at",
     ]  # fmt: skip
     list_display_links = ["run"]
+    # Then those other apps add (ExtraListFilters).
     list_filter = [
         "status", ModelNameFilter, "agent", AgentVersionFilter, RatingFilter, StaffRatingFilter,
     ]  # fmt: skip

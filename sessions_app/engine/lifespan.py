@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from sessions_app.engine import liveness
 from sessions_app.engine.registry import registry
@@ -42,6 +42,20 @@ def start(*, reap_now: bool = False) -> None:
 
 def running() -> bool:
     return registry.running()
+
+
+def call_soon(callback: Callable[..., object], *args: object) -> bool:
+    """Have the engine's loop call `callback(*args)` soon, from any thread (a request's, the
+    ORM's): how work that belongs on that loop gets there. False when the engine does not run
+    in this process (a command without it, a server stopping)."""
+    loop = registry.loop
+    if loop is None or not registry.running():
+        return False
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # closed meanwhile
+        return False
+    return True
 
 
 def never_started() -> bool:

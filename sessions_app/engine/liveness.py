@@ -11,6 +11,7 @@ A reaped run's viewers are told, wherever they watch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -22,6 +23,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app import signals
 from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.engine.errors import INTERRUPTED
 from sessions_app.engine.registry import registry
@@ -73,7 +75,8 @@ def reap_stale_runs(*, session_id: Any = None) -> list[Reaped]:
         elif _beats_reach_database() and (run.heartbeat_at or stale_before) <= stale_before:
             # Not if its process vouched for it between this read and the update.
             dead[run.pk] = Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lte=stale_before)
-    reaped = []
+    reaped: list[Reaped] = []
+    statuses: dict[Any, str] = {}
     for run in Run.objects.filter(pk__in=dead).only(
         "pk", "session_id", "content", "cancel_requested"
     ):
@@ -90,9 +93,20 @@ def reap_stale_runs(*, session_id: Any = None) -> list[Reaped]:
                 Q(content="") | Q(content__isnull=True)
             ).update(content=run.content)
             reaped.append((run.pk, run.session_id))
+            statuses[run.pk] = status
     if reaped:
         log.info("marked %d run(s) left by a stopped process as interrupted", len(reaped))
+        _tell_ended(statuses)
     return reaped
+
+
+def _tell_ended(statuses: dict[Any, str]) -> None:
+    """The reaped runs' ends, to this app's listeners (signals.run_finished), on the engine's
+    loop; nobody is told where no engine runs (a test reaping by hand)."""
+    loop = registry.loop
+    if loop is not None and registry.running():
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(signals.send_run_finished, statuses)
 
 
 def announce(reaped: list[Reaped]) -> None:

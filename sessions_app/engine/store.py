@@ -18,6 +18,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from sessions_app import signals
 from sessions_app.engine.live import LiveRun
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
@@ -150,6 +151,8 @@ class Finish:
     # Set when a try failed: it may have been committed all the same (a connection lost as it
     # committed), so the calls are written only if they are not there yet.
     retried: bool = False
+    # The status this finish stored, once committed (empty: not stored by it).
+    stored: str = ""
 
 
 async def finish(ending: Finish) -> Run:
@@ -159,7 +162,7 @@ async def finish(ending: Finish) -> Run:
     pause = 0.1
     while True:
         try:
-            return await registry.batcher(_finish_runs).submit(ending)
+            return await registry.batcher(_finish_runs, after=_tell_ended).submit(ending)
         except DatabaseError as exc:
             if outage.describe(exc) is None or time.monotonic() + pause > deadline:
                 raise
@@ -202,12 +205,28 @@ def _finish_runs(items: list[Finish]) -> list[Run]:
     for item, outcome in zip(items, outcomes, strict=True):
         run = item.run
         if run.pk not in finished:  # reaped meanwhile: that record stands
-            stored.append(Run.objects.select_related("agent", "session", "user").get(pk=run.pk))
+            found = Run.objects.select_related("agent", "session", "user").get(pk=run.pk)
+            if item.retried and found.status == item.status:  # the failed try was committed
+                item.stored = item.status
+            stored.append(found)
             continue
         for name, value in outcome.items():
             setattr(run, name, value)
+        item.stored = item.status
         stored.append(run)
     return stored
+
+
+def _tell_ended(items: list[Finish]) -> None:
+    """After each batch of ends, on the loop: the runs it ended, to whoever listens
+    (signals.run_finished). Never raises: the batcher's next items must be stored."""
+    ended = {item.run.pk: item.stored for item in items if item.stored}
+    if not ended:
+        return
+    try:
+        signals.send_run_finished(ended)
+    except Exception:
+        log.exception("the ends of %d run(s) were not told", len(ended))
 
 
 def _calls_not_stored(items: list[Finish], rows: list[list[Any]]) -> list[Any]:

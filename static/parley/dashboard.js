@@ -14,6 +14,7 @@
   const UNITS = {
     usd: (v) => "$" + Number(v).toFixed(v >= 1 ? 2 : 4),
     seconds: (v) => Number(v).toFixed(2) + " s",
+    score: (v) => Number(v).toFixed(2),
   };
 
   function themeColours() {
@@ -26,8 +27,11 @@
     };
   }
 
+  // A chart another app adds says it is drawn as lines with its "type".
+  const isLine = (key, chart) => chart.type === "line" || LINES.has(key);
+
   function datasets(key, chart) {
-    const line = LINES.has(key);
+    const line = isLine(key, chart);
     return chart.datasets.map((set, i) => {
       const colour = FIXED[set.key] || FIXED[set.key.replace(/^model:/, "")] || PALETTE[i % PALETTE.length];
       return {
@@ -42,9 +46,9 @@
     });
   }
 
-  function options(key, unit, colours) {
-    const format = UNITS[unit] || ((v) => Number(v).toLocaleString());
-    const stacked = !LINES.has(key);
+  function options(key, chart, colours) {
+    const format = UNITS[chart.unit] || ((v) => Number(v).toLocaleString());
+    const stacked = !isLine(key, chart);
     const axis = (extra) => ({
       stacked, ticks: { color: colours.quiet, ...extra }, grid: { color: colours.grid },
     });
@@ -72,16 +76,16 @@
       const chart = data[key];
       if (!chart) continue;
       charts.push(new Chart(canvas, {
-        type: LINES.has(key) ? "line" : "bar",
+        type: isLine(key, chart) ? "line" : "bar",
         data: { labels: chart.labels, datasets: datasets(key, chart) },
-        options: options(key, chart.unit, colours),
+        options: options(key, chart, colours),
       }));
     }
     const recolour = () => {
       const now = themeColours();
       for (const chart of charts) {
         const key = chart.canvas.dataset.chart;
-        chart.options = options(key, data[key].unit, now);
+        chart.options = options(key, data[key], now);
         chart.update();
       }
     };

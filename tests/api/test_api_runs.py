@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
+from sessions_app import signals
 from sessions_app.api import sse
 from sessions_app.engine.registry import registry
 from sessions_app.models import Agent, Run, RunStatus, Session
@@ -390,6 +391,7 @@ async def test_cancelling_a_finished_run_changes_nothing(as_alice, agent, upstre
     from testkit.querycount import count_queries
 
     run = (await post(as_alice, "/api/runs", {"input": "quick"})).json()
+    await signals.sent()  # what the run's end set going (live evaluation reads its rules)
     with count_queries() as counted:
         response = await post(as_alice, f"/api/runs/{run['run_id']}/cancel")
     assert response.status_code == 200

@@ -8,7 +8,7 @@ import threading
 import pytest
 from asgiref.sync import sync_to_async
 
-from sessions_app import engine
+from sessions_app import engine, signals
 from sessions_app.engine import generate
 from sessions_app.engine.coalesce import Coalescer, checkpoint_interval, coalesce_interval
 from sessions_app.engine.registry import registry
@@ -296,6 +296,7 @@ async def test_naming_the_sessions_own_agent_costs_no_query_and_another_agent_is
 
     other = await Agent.objects.acreate(name="Other", model="other-model")
     first, _ = await run_to_end(alice, "one")
+    await signals.sent()  # what its end set going (live evaluation reads its rules)
     with count_queries() as unnamed:
         await run_to_end(alice, "two", session_id=first.session_id)
     with count_queries() as named:
@@ -320,6 +321,7 @@ async def test_the_number_of_queries_does_not_grow_with_the_answer(
     settings.PARLEY_CHECKPOINT_INTERVAL = 3600
     settings.PARLEY_HEARTBEAT_INTERVAL = 3600
     await run_to_end(alice, "warm up")  # first-use queries (content types, etc.) aside
+    await signals.sent()  # and those its end sets going (live evaluation reads its rules)
     upstream.script(Reply(tokens=20))
     with count_queries() as short:
         await run_to_end(alice, "short")

@@ -30,6 +30,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from datasets_app.models import Dataset, DatasetItem
 from datasets_app.services import catalog
+from evals_app.models import EvalRule
 from project.api import api
 from sessions_app.accounts import create_token
 from sessions_app.models import Agent, ApiToken, LLMCall, Message, Run, Session, User
@@ -74,6 +75,7 @@ class World:
     dataset: Dataset
     item: DatasetItem
     group: Group
+    rule: EvalRule
 
     def placeholders(self) -> dict[str, str]:
         return {
@@ -99,6 +101,7 @@ class World:
             "llmcall": self.call,
             "dataset": self.dataset,
             "datasetitem": self.item,
+            "evalrule": self.rule,
             "run": self.run,
             "message": self.message,
             "session": self.session,
@@ -133,6 +136,7 @@ def build_world(users: dict[str, User]) -> World:
         dataset=dataset,
         item=item,
         group=support_group(),
+        rule=EvalRule.objects.create(agent=agent, scorers=["json_valid"]),
     )
 
 
@@ -231,13 +235,13 @@ ADMIN_SITE = [
     ),
     Case(
         "GET",
-        "admin/(?P<app_label>auth|sessions_app|datasets_app)/$",
+        "admin/(?P<app_label>auth|sessions_app|datasets_app|evals_app)/$",
         STAFF_PAGE,
         url="admin/sessions_app/",
     ),
     Case(
         "GET",
-        "admin/(?P<app_label>auth|sessions_app|datasets_app)/$",
+        "admin/(?P<app_label>auth|sessions_app|datasets_app|evals_app)/$",
         staff(404, 404, 200),  # no permission in it: not listed
         url="admin/auth/",
     ),
@@ -280,7 +284,7 @@ ADMIN_SITE = [
 ]
 
 # What the admin lets its users add: the other tables are written by the chat and the API.
-ADDABLE = {"group", "agent", "dataset", "user"}
+ADDABLE = {"group", "agent", "dataset", "user", "evalrule"}
 
 
 def admin_model_cases() -> list[Case]:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from sessions_app.admin.display import change, shown
 from sessions_app.models import Agent, LLMCall, Run
 from sessions_app.usage import dashboard
-from sessions_app.usage.dashboard import columns
+from sessions_app.usage.dashboard import columns, extensions
 from sessions_app.usage.dashboard.form import DEFAULT_PRESET, PRESETS, DashboardForm
 
 TEMPLATE = "sessions_app/admin/dashboard.html"
@@ -48,11 +48,15 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         filename = f"parley-{wanted}-{scope.start:%Y%m%d}-{scope.end:%Y%m%d}.csv"
         return columns.csv_response(wanted, dashboard.table(scope, wanted), filename)
     board = dashboard.build(scope)
+    extra = extensions.extras(request, scope)  # other apps' figures
     context.update(
         scope=scope,
-        tiles=[_tile(tile) for tile in board.tiles],
-        charts=board.charts,
-        chart_titles=CHARTS.items(),
+        tiles=[_tile(tile) for tile in [*board.tiles, *extra.tiles]],
+        charts={**board.charts, **{chart.key: chart.chart for chart in extra.charts}},
+        chart_titles=[
+            *((key, title, "") for key, title in CHARTS.items()),
+            *((chart.key, chart.title, chart.note) for chart in extra.charts),
+        ],
         tables=[
             {**columns.rendered(name, rows, scope), "csv": _url(request, csv=name)}
             for name, rows in board.tables.items()

@@ -21,7 +21,7 @@ STOPPED = (RunStatus.CANCELLED, RunStatus.INTERRUPTED)
 class Tile:
     key: str
     label: str
-    unit: str  # count, tokens, usd, ratio or seconds
+    unit: str  # count, tokens, usd, ratio, score or seconds
     value: Number | None
     previous: Number | None
     hint: str

@@ -1,0 +1,98 @@
+"""What live evaluation adds to the chat app's run admin, through its extension points
+(sessions_app.admin.extensions): the run list filtered by score, and a run's scores on its page.
+Both for staff who may view scores."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from evals_app.models import EvalRule, Score
+from evals_app.scorers import REGISTRY
+from sessions_app.admin.extensions import ListFilter, Panel, add_list_filter, add_panel
+from sessions_app.models import Run
+
+SCORED, UNSCORED = "any", "none"
+# "<key><0.5", "<key>>=0.5" or "<key>!" (failed): see LiveScoreFilter.lookups.
+CHOICE = re.compile(r"(?P<key>.+?)(?:(?P<op><|>=)(?P<at>-?\d+(?:\.\d+)?)|(?P<failed>!))")
+
+
+def may_view_scores(request: HttpRequest) -> bool:
+    return request.user.has_perm("evals_app.view_score")
+
+
+def middle(key: str) -> float:
+    """The middle of the scale of the scorer a key names (0.5 for the scorers from 0 to 1)."""
+    low, high = getattr(REGISTRY.get(key.partition(":")[0]), "scale", (0.0, 1.0))
+    return (low + high) / 2
+
+
+class LiveScoreFilter(admin.SimpleListFilter):
+    """Runs by their live scores: scored or not, and per scorer key scored so far, below or
+    above the middle of its scale, or failed."""
+
+    title = "live score"
+    parameter_name = "score"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        keys = (
+            Score.objects.filter(run__isnull=False)
+            .order_by("scorer")
+            .values_list("scorer", flat=True)
+            .distinct()
+        )
+        choices = [(SCORED, "Scored"), (UNSCORED, "Not scored")]
+        for key in keys:
+            at = f"{middle(key):g}"
+            choices += [
+                (f"{key}<{at}", f"{key}: below {at}"),
+                (f"{key}>={at}", f"{key}: {at} or above"),
+                (f"{key}!", f"{key}: failed"),
+            ]
+        return choices
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run] | None:
+        value = self.value()
+        if not value:
+            return None
+        scores = Score.objects.filter(run__isnull=False)
+        if value == SCORED:
+            return queryset.filter(pk__in=scores.values("run_id"))
+        if value == UNSCORED:
+            return queryset.exclude(pk__in=scores.values("run_id"))
+        found = CHOICE.fullmatch(value)
+        if found is None:
+            raise IncorrectLookupParameters(f"No such score filter: {value}")
+        scores = scores.filter(scorer=found["key"])
+        if found["failed"]:
+            scores = scores.filter(value__isnull=True)
+        elif found["op"] == "<":
+            scores = scores.filter(value__lt=float(found["at"]))
+        else:
+            scores = scores.filter(value__gte=float(found["at"]))
+        return queryset.filter(pk__in=scores.values("run_id"))
+
+
+def run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+    """A run's live scores, each with its scorer's label; None for staff who may not see them."""
+    if not may_view_scores(request):
+        return {"live_scores": None}
+    scores = list(
+        Score.objects.filter(run=run).select_related("judge_version__agent").order_by("scorer")
+    )
+    for score in scores:
+        scorer = REGISTRY.get(score.scorer.partition(":")[0])
+        score.label = scorer.label if scorer else score.scorer
+    ruled = EvalRule.objects.filter(agent_id=run.agent_id, active=True).exists()
+    return {"live_scores": scores, "live_ruled": ruled}
+
+
+def install() -> None:
+    """Called once, as this app's admin modules load."""
+    add_list_filter(Run, ListFilter(LiveScoreFilter, may_view_scores))
+    add_panel("run", Panel(run_context, {"body": "admin/evals_app/panels/run_scores.html"}))

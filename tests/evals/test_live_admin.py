@@ -1,0 +1,126 @@
+"""Live evaluation in the admin: the rules, with their scorers checked as the scoring builds
+them; the run list filtered by score; a run's scores on its page."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.test import Client
+
+from evals_app.models import EvalRule
+from sessions_app.models import Agent
+from tests.evals.scored_runs import REGEX, scored_runs
+from tests.evals.test_dashboard_scores import grant_evals
+
+pytestmark = pytest.mark.django_db
+
+RULES = "/admin/evals_app/evalrule/"
+RUNS = "/admin/sessions_app/run/"
+
+
+def rule_form(agent: Agent, chosen: list[str], options: dict | str = "", **fields) -> dict:
+    return {
+        "agent": str(agent.pk),
+        "sample_percent": "20",
+        "chosen": chosen,
+        "options": options if isinstance(options, str) else json.dumps(options),
+        "active": "on",
+        **fields,
+    }
+
+
+# -- rules -------------------------------------------------------------------------------------
+
+
+def test_a_rule_is_made_of_checked_scorers_and_their_options(root, superuser, agent):
+    form = rule_form(agent, ["json_valid", "regex"], {"regex": {"pattern": "\\d+"}},
+                     rated_down="on")  # fmt: skip
+    response = root.post(f"{RULES}add/", form)
+
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    rule = EvalRule.objects.get()
+    assert rule.scorers == [{"name": "json_valid"}, {"name": "regex", "pattern": "\\d+"}]
+    assert (rule.sample_percent, rule.rated_down, rule.created_by) == (20, True, superuser)
+    # Its page shows them as they were given.
+    page = root.get(f"{RULES}{rule.pk}/change/").content.decode()
+    checked = re.findall(r'name="chosen" value="(\w+)" id="\w+" checked', page)
+    assert checked == ["json_valid", "regex"]
+    assert "{&quot;regex&quot;: {&quot;pattern&quot;: &quot;\\\\d+&quot;}}" in page
+
+
+@pytest.mark.parametrize(
+    "chosen, options, field, message",
+    [
+        (["regex"], {}, "options", "regex: give a 'pattern'."),
+        (["exact"], {}, "chosen", "Exact match compares with a reference answer"),
+        (["json_valid"], {"regex": {"pattern": "x"}}, "options", "not chosen: regex"),
+        (["json_valid"], "[1, 2]", "options", "Give an object of each scorer's options"),
+        ([], {}, "chosen", "This field is required."),
+    ],
+)
+def test_a_scorer_that_cannot_score_a_live_run_is_refused(
+    root, agent, chosen, options, field, message
+):
+    response = root.post(f"{RULES}add/", rule_form(agent, chosen, options))
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert message in " ".join(errors[field])
+    assert not EvalRule.objects.exists()
+
+
+def test_contains_scores_live_runs_when_its_text_is_given(root, agent):
+    response = root.post(
+        f"{RULES}add/", rule_form(agent, ["contains"], {"contains": {"text": "sorry"}})
+    )
+    assert response.status_code == 302
+    assert EvalRule.objects.get().scorers == [{"name": "contains", "text": "sorry"}]
+
+
+# -- the run list and a run's page -------------------------------------------------------------
+
+
+@pytest.fixture
+def scored(alice):
+    return scored_runs(alice)
+
+
+def listed(client: Client, query: str) -> set:
+    response = client.get(RUNS, {"score": query} if query else {})
+    assert response.status_code == 200
+    return {run.pk for run in response.context["cl"].result_list}
+
+
+def test_the_run_list_filters_by_score(root, scored):
+    before, first, second, third = (run.pk for run in scored["runs"])
+
+    assert listed(root, f"{REGEX}<0.5") == {second}
+    assert listed(root, f"{REGEX}>=0.5") == {before, first, third}
+    assert listed(root, "json_valid!") == {third}
+    assert listed(root, "any") == {before, first, second, third}
+    assert listed(root, "none") == {scored["unscored"].pk}
+    # The choices come from the scores there are.
+    page = root.get(RUNS).content.decode()
+    assert f"{REGEX}: below 0.5" in page and "json_valid: failed" in page
+
+
+def test_the_score_filter_is_offered_to_staff_who_may_view_scores(staff, scored):
+    client = Client()
+    client.force_login(staff)
+    assert "live score" not in client.get(RUNS).content.decode()
+
+    grant_evals(staff, "view_score")
+    assert listed(client, f"{REGEX}<0.5") == {scored["runs"][2].pk}
+
+
+def test_a_runs_page_shows_its_live_scores(root, scored):
+    third = scored["runs"][3]
+    page = root.get(f"{RUNS}{third.pk}/change/").content.decode()
+    panel = page[page.index('data-testid="run-scores"') :].split("</section>")[0]
+
+    assert "Regular expression" in panel and REGEX in panel
+    assert "The scorer failed: boom" in panel
+    unscored = root.get(f"{RUNS}{scored['unscored'].pk}/change/").content.decode()
+    assert "Not scored: its agent's evaluation rules score a sample" in unscored
