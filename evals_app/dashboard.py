@@ -19,9 +19,8 @@ from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest
 
-from evals_app.live_scoring import spec_key
 from evals_app.models import EvalRule, Score, Trial
-from evals_app.scorers import REGISTRY
+from evals_app.scorers import REGISTRY, spec_key
 from sessions_app.usage import (
     DashboardFigures,
     DashboardPart,

@@ -28,8 +28,8 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.db.models.signals import post_delete, post_save
 
-from evals_app.live_scoring import score_run
 from evals_app.models import EvalRule
+from evals_app.scoring import score_run
 from sessions_app.engine import lifespan
 from sessions_app.models import Run, RunStatus
 from sessions_app.signals import run_finished, run_rated

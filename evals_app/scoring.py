@@ -20,7 +20,7 @@ from django.db.models import F
 
 from datasets_app.services.snapshot import EXAMPLE_NAMES, NotCollectable, clean, of_run
 from evals_app.models import Experiment, Score, Trial, TrialStatus
-from evals_app.scorers import Case, Scorer, SpecError, Verdict, build
+from evals_app.scorers import Case, Scorer, SpecError, Verdict, build, spec_key
 from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.models import Agent, Role, Run
 
@@ -31,10 +31,15 @@ ScorerSpecs = Sequence[Scorer | dict[str, Any] | str]
 class Job:
     """One answer for one scorer: its case, or the verdict it already has (nothing to ask)."""
 
-    scorer: Scorer
+    scorer: Scorer | None  # None: a spec that builds no scorer, whose verdict says why
     answer_id: Any  # the trial's or the run's id
     case: Case | None = None
     verdict: Verdict | None = None
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key and self.scorer is not None:
+            self.key = self.scorer.key
 
 
 async def score_trials(
@@ -53,19 +58,36 @@ async def score_trials(
         return 0
     jobs = await in_db_thread(_trial_jobs)(experiment, ids, built)
     verdicts = await _verdicts(jobs, experiment.concurrency)
-    return await in_db_thread(_store)(jobs, verdicts, experiment.pk, "trial_id")
+    return len(await in_db_thread(_store)(jobs, verdicts, experiment.pk, "trial_id"))
 
 
-async def score_run(run: Run | Any, scorers: ScorerSpecs, judge: Agent | None = None) -> int:
-    """Score one live run (an object or its id) with each scorer that has not yet scored it:
-    the conversation as its model was sent it, without a reference. Returns the scores written."""
-    built = await in_db_thread(_built)(scorers, judge)
-    if any(scorer.pairwise for scorer in built):
-        raise SpecError("The pairwise scorer needs an experiment's baseline; a run has none.")
+async def score_run(
+    run: Run | Any, scorers: Sequence[dict[str, Any] | str], judge: Agent | None = None
+) -> list[Score]:
+    """Score one live run (an object or its id) with each scorer (specs, built with `judge`)
+    that has not scored it yet, on the conversation as its model was sent it; the scores
+    written. A spec that cannot score a live run (no judge any more, pairwise, no reference)
+    is stored as that scorer's error, so the rule's staff see why."""
     run_id = run.pk if isinstance(run, Run) else run
-    jobs = await in_db_thread(_run_jobs)(run_id, built)
+    jobs = await in_db_thread(_run_jobs)(run_id, [_for_a_run(spec, judge) for spec in scorers])
     verdicts = await _verdicts(jobs, len(jobs))
     return await in_db_thread(_store)(jobs, verdicts, None, "run_id")
+
+
+def _for_a_run(spec: dict[str, Any] | str, judge: Agent | None) -> Job:
+    """The spec's scorer, or the verdict that it cannot score a live run (answer id to come)."""
+    try:
+        scorer = build(spec, judge)
+    except SpecError as exc:
+        return Job(None, None, verdict=Verdict.failed(str(exc)), key=spec_key(spec))
+    if scorer.pairwise:
+        return Job(scorer, None, verdict=Verdict.failed(NO_BASELINE))
+    if scorer.needs_reference:
+        return Job(scorer, None, verdict=Verdict.failed("A live run has no reference answer."))
+    return Job(scorer, None)
+
+
+NO_BASELINE = "A live run has no baseline answer to compare with."
 
 
 def _built_for(experiment: Experiment, scorers: ScorerSpecs) -> list[Scorer]:
@@ -163,19 +185,22 @@ def _trial_case(trial: Trial, baseline_answer: str | None = None) -> Case:
     return Case(conversation, trial.content, reference or None, baseline_answer)
 
 
-def _run_jobs(run_id: Any, scorers: list[Scorer]) -> list[Job]:
-    done = _scored("run_id", {run_id}, scorers)
-    wanted = [s for s in scorers if (run_id, s.key) not in done]
+def _run_jobs(run_id: Any, planned: list[Job]) -> list[Job]:
+    done = set(Score.objects.filter(run_id=run_id).values_list("scorer", flat=True))
+    wanted = {job.key: job for job in planned if job.key not in done}  # a key once
     if not wanted:
         return []
     run = Run.objects.select_related("session__user", "agent").get(pk=run_id)
     try:
         messages = of_run(run).messages
     except NotCollectable as exc:
-        return [Job(s, run_id, verdict=Verdict.failed(str(exc))) for s in wanted]
+        failed = Verdict.failed(str(exc))
+        return [
+            Job(j.scorer, run_id, verdict=j.verdict or failed, key=j.key) for j in wanted.values()
+        ]
     conversation = [clean(m) for m in messages[:-1] if m.get("role") != Role.SYSTEM]
     case = Case(conversation, run.content)
-    return [Job(s, run_id, case) for s in wanted]
+    return [Job(j.scorer, run_id, case, j.verdict, j.key) for j in wanted.values()]
 
 
 def _scored(field: str, ids: set[Any], scorers: list[Scorer]) -> set[tuple[Any, str]]:
@@ -192,6 +217,7 @@ async def _verdicts(jobs: list[Job], concurrency: int) -> list[Verdict]:
         if job.verdict is not None:
             return job.verdict
         async with gate:
+            assert job.scorer is not None  # a job without one has its verdict
             return await _safely(job.scorer, job.case)
 
     return list(await asyncio.gather(*(one(job) for job in jobs)))
@@ -208,7 +234,7 @@ async def _safely(scorer: Scorer, case: Case | None) -> Verdict:
     return verdict
 
 
-def _store(jobs: list[Job], verdicts: list[Verdict], experiment_id: Any, field: str) -> int:
+def _store(jobs: list[Job], verdicts: list[Verdict], experiment_id: Any, field: str) -> list[Score]:
     rows = [_row(job, verdict, field) for job, verdict in zip(jobs, verdicts, strict=True)]
     tokens = sum(v.tokens for v in verdicts)
     cost = sum((v.cost for v in verdicts if v.cost is not None), Decimal(0))
@@ -219,13 +245,13 @@ def _store(jobs: list[Job], verdicts: list[Verdict], experiment_id: Any, field: 
             Experiment.objects.filter(pk=experiment_id).update(
                 used_tokens=F("used_tokens") + tokens, used_cost=F("used_cost") + cost
             )
-    return len(rows)
+    return rows
 
 
 def _row(job: Job, verdict: Verdict, field: str) -> Score:
     return Score(
         **{field: job.answer_id},
-        scorer=job.scorer.key,
+        scorer=job.key,
         value=verdict.value,
         reason=verdict.reason,
         error=verdict.error if verdict.value is None else "",

@@ -64,13 +64,23 @@ class Scorer:
 
     @property
     def key(self) -> str:
-        if not self.options:
-            return self.name
-        text = json.dumps(self.options, sort_keys=True, separators=(",", ":"))
-        return f"{self.name}:{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+        return spec_key(self.spec)
 
     async def score(self, case: Case) -> Verdict:
         raise NotImplementedError
+
+
+def spec_key(spec: dict[str, Any] | str) -> str:
+    """The key of a spec's scores: its name, and a digest of its options when it has any. Any
+    spec has one, also one that builds no scorer (its error is stored under it)."""
+    if not isinstance(spec, dict):
+        return str(spec)[:100]
+    name = str(spec.get("name"))[:90]
+    options = {k: v for k, v in spec.items() if k != "name"}
+    if not options:
+        return name
+    text = json.dumps(options, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{name}:{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 REGISTRY: dict[str, type[Scorer]] = {}

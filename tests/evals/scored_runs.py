@@ -9,8 +9,8 @@ from decimal import Decimal
 from typing import Any
 
 from datasets_app.models import Dataset
-from evals_app.live_scoring import spec_key
 from evals_app.models import EvalRule, Experiment, Score, Trial, TrialStatus
+from evals_app.scorers import spec_key
 from sessions_app.models import Agent, Run, Session
 from tests.support.apiclient import stored_run
 

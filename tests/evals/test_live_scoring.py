@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from evals_app import live
 from evals_app.live import sampled, scoring
-from evals_app.live_scoring import score_run
 from evals_app.models import EvalRule, Score
 from evals_app.scorers import REGISTRY, Case, Scorer, Verdict
+from evals_app.scoring import score_run
 from sessions_app import engine
 from sessions_app.engine import liveness
 from sessions_app.llm import client as llm
@@ -254,7 +254,7 @@ async def test_a_failing_or_unusable_scorer_stores_an_error(alice, agent, upstre
     scores = {s.scorer: s for s in await scored(4, run)}
 
     assert scores["boom_for_tests"].value is None
-    assert scores["boom_for_tests"].error == "The scorer failed: the judge is away"
+    assert scores["boom_for_tests"].error == "The Always fails scorer failed: the judge is away"
     assert scores["exact"].error == "A live run has no reference answer."
     assert scores["regex"].error == "regex: give a 'pattern'."
     assert (scores["json_valid"].value, scores["json_valid"].error) == (0.0, "")

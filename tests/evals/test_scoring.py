@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 
 from datasets_app.models import Dataset
 from evals_app.models import Experiment, Score, TrialStatus
-from evals_app.scorers import Case, Scorer, SpecError, Verdict
+from evals_app.scorers import Case, Scorer, Verdict
 from evals_app.scoring import score_run, score_trials
 from sessions_app import engine
 from testkit.upstream import Reply
@@ -214,21 +214,21 @@ async def test_a_live_run_is_scored_on_its_stored_conversation(alice, brief_agen
 
     written = await score_run(run, [{"name": "contains", "text": "paris"}, "judge", "exact"], judge)
 
-    assert written == 3
+    assert len(written) == 3
     got = {s.scorer.split(":")[0]: s async for s in Score.objects.filter(run=run)}
     assert got["contains"].value == 1.0
     assert got["judge"].value == 4.0 and got["judge"].judge_tokens > 0
-    assert got["exact"].error == "The item has no reference answer."
+    assert got["exact"].error == "A live run has no reference answer."
     shown = got["judge"].judge_prompt[1]["content"]
     assert shown.startswith("## Conversation\nUser: Hi, a geography question.\n\nAssistant: Echo:")
     assert "User: Capital of France?" in shown and "Be brief." not in shown
     assert shown.endswith("## Answer to judge\nParis.")
-    assert await score_run(run.pk, ["judge", "exact"], judge) == 0
+    assert await score_run(run.pk, ["judge", "exact"], judge) == []
 
 
 async def test_a_live_run_cannot_be_scored_pairwise(alice, agent, upstream):
     judge = await sync_to_async(rows.judge_agent)()
     run = await answered(alice, "Hello")
-    with pytest.raises(SpecError, match="baseline"):
-        await score_run(run, ["pairwise"], judge)
-    assert not await Score.objects.filter(run=run).aexists()
+    [score] = await score_run(run, ["pairwise"], judge)
+    assert score.value is None
+    assert score.error == "A live run has no baseline answer to compare with."
