@@ -180,9 +180,11 @@ class ExperimentRun:
     async def _trial(self, trial: Trial) -> None:
         try:
             answer = await asking.answer(trial, self.candidates[trial.version_id])
-            await self.writer.write(answer)
+            # Counted before the slot is free: the next trial is started against it.
+            self.spent(answer.tokens, answer.cost or Decimal(0))
         finally:
             self.slots.release()
+        await self.writer.write(answer)
 
     async def _settle(self) -> None:
         """Wait for the trials in flight and the answers being written; a failed write
@@ -275,9 +277,10 @@ class ExperimentRun:
 
 class _Writer:
     """Writes answers in batches: what ended while the last batch was written goes next, in
-    one transaction. A trial's task waits for its answer to be written (so at most
-    `concurrency` answers are ever unwritten); a cancelled one's answer is written anyway.
-    A write that fails (the database away) stops the run: its trials are asked again later."""
+    one transaction. A trial's slot is free once its answer is in (holding it through the write
+    cost a third of the throughput), but its task waits for the write, so the run's end waits
+    for every answer. A write that fails (the database away) stops the run: its trials are
+    asked again later."""
 
     def __init__(self, run: ExperimentRun) -> None:
         self.run = run
@@ -304,12 +307,11 @@ class _Writer:
             batch, self.waiting = self.waiting, []
             answers = [answer for answer, _ in batch]
             try:
-                tokens, cost = await db(store.write_answers)(self.run.id, answers)
+                await db(store.write_answers)(self.run.id, answers)
             except DatabaseError as exc:
                 log.error("experiment %s: answers not written: %s", self.run.id, exc)
                 self.failure = exc
             else:
-                self.run.spent(tokens, cost)
                 self.run.answered(answers)
             for _, written in batch:
                 if not written.done():

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from evals_app.models import Experiment, Score, Trial, TrialStatus
 from evals_app.scorers import Scorer
 from sessions_app.llm.usage import Usage
+from sessions_app.models.conversations import TOKEN_FIELDS
 
 Key = tuple[Any, Any, int]  # a trial's place in the order trials are asked: item, version, repeat
 
@@ -75,38 +76,75 @@ def key_of(trial: Trial) -> Key:
     return (trial.item_uuid, trial.version_id, trial.repeat)
 
 
+# What an answer writes on its trial: one statement, sent with each batch's rows (executemany),
+# since building an UPDATE through the ORM for every answer cost more than the database took to
+# run it (docs/performance.md, "SQL through the ORM").
+ANSWER_FIELDS = (
+    "status",
+    "model",
+    "content",
+    "error",
+    "sent_messages",
+    *TOKEN_FIELDS,
+    "usage_estimated",
+    "time_to_first_token",
+    "duration",
+    "cost",
+    "finished_at",
+)
+
+
 def write_answers(experiment_id: Any, answers: list[Answer]) -> tuple[int, Decimal]:
     """The answers in one transaction, with what they spent added to the experiment's; that
     spending. A trial already ended (another claimant's late write) is left as it is."""
-    tokens, cost = 0, Decimal(0)
     now = timezone.now()
+    connection = connections[Trial.objects.db]
     with transaction.atomic():
-        for answer in answers:
-            usage = answer.usage or Usage()
-            written = Trial.objects.filter(
-                pk=answer.trial_id, status__in=[TrialStatus.PENDING, TrialStatus.RUNNING]
-            ).update(
-                status=answer.status,
-                model=answer.model,
-                content=answer.content,
-                error=answer.error,
-                sent_messages=answer.sent,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                total_tokens=usage.total_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-                usage_estimated=usage.estimated,
-                time_to_first_token=answer.time_to_first_token,
-                duration=answer.duration,
-                cost=answer.cost,
-                finished_at=now,
-            )
-            if written:
-                tokens += answer.tokens
-                cost += answer.cost or 0
+        open_ids = set(
+            Trial.objects.filter(
+                pk__in=[a.trial_id for a in answers],
+                status__in=[TrialStatus.PENDING, TrialStatus.RUNNING],
+            ).values_list("pk", flat=True)
+        )
+        kept = [a for a in answers if a.trial_id in open_ids]
+        if kept:
+            rows = [_row(answer, now, connection) for answer in kept]
+            with connection.cursor() as cursor:
+                cursor.executemany(_update_sql(connection), rows)
+        tokens = sum(answer.tokens for answer in kept)
+        cost = sum((answer.cost or Decimal(0) for answer in kept), Decimal(0))
         spend(experiment_id, tokens, cost)
     return tokens, cost
+
+
+def _update_sql(connection: Any) -> str:
+    quote = connection.ops.quote_name
+    columns = [Trial._meta.get_field(name).column for name in ANSWER_FIELDS]
+    sets = ", ".join(f"{quote(column)} = %s" for column in columns)
+    key = quote(Trial._meta.pk.column)
+    return f"UPDATE {quote(Trial._meta.db_table)} SET {sets} WHERE {key} = %s"
+
+
+def _row(answer: Answer, now: Any, connection: Any) -> list[Any]:
+    usage = answer.usage or Usage()
+    values = {
+        "status": answer.status,
+        "model": answer.model,
+        "content": answer.content,
+        "error": answer.error,
+        "sent_messages": answer.sent,
+        **{name: getattr(usage, name) for name in TOKEN_FIELDS},
+        "usage_estimated": usage.estimated,
+        "time_to_first_token": answer.time_to_first_token,
+        "duration": answer.duration,
+        "cost": answer.cost,
+        "finished_at": now,
+    }
+    row = [
+        Trial._meta.get_field(name).get_db_prep_save(values[name], connection)
+        for name in ANSWER_FIELDS
+    ]
+    return [*row, Trial._meta.pk.get_db_prep_value(answer.trial_id, connection)]
 
 
 def spend(experiment_id: Any, tokens: int, cost: Decimal) -> None:

@@ -16,6 +16,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from evals_app.experiments import create_experiment
 from evals_app.models import Experiment, Trial, TrialStatus
 from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
@@ -152,6 +153,30 @@ def test_killed_it_resumes_and_no_stored_answer_is_asked_twice(questions, upstre
     assert all(asks[trial] == 1 for trial in stored)
     # Asked twice: only what was in flight as it was killed (at most its concurrency).
     assert sum(asks.values()) - 20 <= 2
+
+
+def test_two_processes_run_one_experiment_once(questions, upstream):
+    baseline, candidate = kit.versions()
+    experiment = create_experiment(
+        dataset=questions, versions=[baseline, candidate], baseline=baseline, concurrency=2
+    )
+    command = [sys.executable, "manage.py", "evaluate", "--resume", str(experiment.pk)]
+    env = subprocess_env(PARLEY_HEARTBEAT_INTERVAL="0.2")
+
+    def slow(request) -> Reply:
+        return Reply(f"Slowly: {kit.asked(request)}", first_delay=0.05)
+
+    with kit.answering(upstream, slow):
+        both = [
+            subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
+        reports = [child.communicate(timeout=120)[0] for child in both]
+
+    assert [child.returncode for child in both] == [0, 0]
+    assert reports[0].strip() and reports[0] == reports[1]  # the one that waited, reported too
+    asks = kit.asks_per_trial(upstream.requests)
+    assert len(asks) == 20 and set(asks.values()) == {1}
 
 
 def stored_answers(experiment: Experiment) -> dict[tuple[str, str], tuple[str, str]]:
