@@ -25,6 +25,7 @@ from evals_app.experiments import progress as progress_of
 from evals_app.models import Experiment, ExperimentStatus, Trial, TrialStatus
 from evals_app.scorers import Scorer, SpecError, build
 from evals_app.scoring import score_trials
+from evals_app.writer import AnswerWriter
 from sessions_app.engine.dbthread import in_db_thread as db
 from sessions_app.process import being_cancelled
 
@@ -89,7 +90,7 @@ class ExperimentRun:
         self.used_tokens, self.used_cost = experiment.used_tokens, experiment.used_cost
         self.counts = {name: plan.counts[name] for name in ("total", "done", "errors")}
         self.scored: set[str] = set()
-        self.writer = _Writer(self)
+        self.writer = AnswerWriter(self.id, self.answered)
 
     # -- its state -------------------------------------------------------------------------
 
@@ -273,46 +274,3 @@ class ExperimentRun:
                 self._stop_tasks()
             elif cancel and not self.cancelled:
                 self.cancel_now()
-
-
-class _Writer:
-    """Writes answers in batches: what ended while the last batch was written goes next, in
-    one transaction. A trial's slot is free once its answer is in (holding it through the write
-    cost a third of the throughput), but its task waits for the write, so the run's end waits
-    for every answer. A write that fails (the database away) stops the run: its trials are
-    asked again later."""
-
-    def __init__(self, run: ExperimentRun) -> None:
-        self.run = run
-        self.waiting: list[tuple[store.Answer, asyncio.Future[None]]] = []
-        self.task: asyncio.Task[None] | None = None
-        self.failure: DatabaseError | None = None
-
-    async def write(self, answer: store.Answer) -> None:
-        written: asyncio.Future[None] = self.run.loop.create_future()
-        self.waiting.append((answer, written))
-        if self.task is None or self.task.done():
-            self.task = asyncio.create_task(self._flush())
-        await asyncio.shield(written)
-
-    async def drained(self) -> None:
-        """Once everything handed over is written; a failed write raised."""
-        while self.task is not None and not self.task.done():
-            await asyncio.wait([self.task])
-        if self.failure is not None:
-            raise self.failure
-
-    async def _flush(self) -> None:
-        while self.waiting:
-            batch, self.waiting = self.waiting, []
-            answers = [answer for answer, _ in batch]
-            try:
-                await db(store.write_answers)(self.run.id, answers)
-            except DatabaseError as exc:
-                log.error("experiment %s: answers not written: %s", self.run.id, exc)
-                self.failure = exc
-            else:
-                self.run.answered(answers)
-            for _, written in batch:
-                if not written.done():
-                    written.set_result(None)
