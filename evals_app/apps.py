@@ -7,6 +7,9 @@ class EvalsConfig(AppConfig):
     verbose_name = "Evaluation"
 
     def ready(self) -> None:
-        from evals_app import live
+        # Live runs are scored as they end; experiments run on the engine's loop of a server.
+        # The engine names no app, so this one plugs its poller into its start and stop.
+        from evals_app import live, poller, runner
 
         live.connect()
+        poller.connect(runner.run_waiting)

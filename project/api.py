@@ -12,6 +12,8 @@ from ninja.parser import Parser
 
 from datasets_app.api import datasets_router
 from datasets_app.api import install_error_handlers as install_dataset_errors
+from evals_app.api import experiments_router
+from evals_app.api import install_error_handlers as install_experiment_errors
 from sessions_app.api import sse
 from sessions_app.api.auth import AUTH
 from sessions_app.api.errors import install_error_handlers
@@ -75,8 +77,10 @@ api = ParleyAPI(
 )
 install_error_handlers(api)
 install_dataset_errors(api)
+install_experiment_errors(api)
 api.add_router("/agents", agents_router)
 api.add_router("/sessions", sessions_router)
 api.add_router("/runs", runs_router)
 api.add_router("/metrics", metrics_router)
 api.add_router("/datasets", datasets_router)
+api.add_router("/experiments", experiments_router)

@@ -105,9 +105,15 @@ def test_project_is_configuration_only():
     assert files == {"__init__.py", "settings.py", "urls.py", "asgi.py", "api.py"}
 
 
-@pytest.mark.parametrize("package", ["sessions_app", "datasets_app", "safety"])
+@pytest.mark.parametrize("package", ["sessions_app", "datasets_app", "evals_app", "safety"])
 def test_the_apps_never_import_the_processes_that_serve_them(package):
     assert imports_of((package,), ("serving", "project")) == []
+
+
+def test_evaluation_plugs_in_from_above():
+    """The chat and datasets apps name no part of evaluation: it plugs into the engine's start
+    and stop (lifespan.on_start, on_stop) from its AppConfig.ready."""
+    assert imports_of(("sessions_app", "datasets_app"), ("evals_app",)) == []
 
 
 def test_safe_defaults_import_no_app():

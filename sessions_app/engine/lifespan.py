@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from sessions_app.engine import liveness
 from sessions_app.engine.registry import registry
@@ -30,6 +30,22 @@ log = logging.getLogger("parley.runs")
 # worker that has not stopped after 10).
 STOP_PATIENCE = 5.0
 
+# What other apps do as the engine starts and stops here (registered from their AppConfig.ready,
+# so this app names none of them): a start callback is called on the loop with whether a server
+# is starting (`reap_now`); a stop callback is awaited, within STOP_PATIENCE, before the stop.
+_started: list[Callable[[bool], None]] = []
+_stopping: list[Callable[[], Awaitable[None]]] = []
+
+
+def on_start(callback: Callable[[bool], None]) -> None:
+    if callback not in _started:
+        _started.append(callback)
+
+
+def on_stop(callback: Callable[[], Awaitable[None]]) -> None:
+    if callback not in _stopping:
+        _stopping.append(callback)
+
 
 def start(*, reap_now: bool = False) -> None:
     """Start the engine on the running loop (nothing if it runs there already; RuntimeError if
@@ -38,6 +54,8 @@ def start(*, reap_now: bool = False) -> None:
     registry.open(asyncio.get_running_loop())
     if reap_now:
         liveness.ensure_heartbeat(reap_now=True)
+    for callback in list(_started):
+        callback(reap_now)
 
 
 def running() -> bool:
@@ -72,6 +90,7 @@ async def stop(patience: float = STOP_PATIENCE) -> None:
     registry.stop_accepting()
     try:
         await _interrupt_runs(patience)
+        await _stop_others(patience)
         await _stop_heartbeat()
         with contextlib.suppress(TimeoutError):  # Redis away: viewers elsewhere see it on reload
             await drain()  # the runs' last events, on their way to other processes' viewers
@@ -113,6 +132,14 @@ async def _interrupt_runs(patience: float) -> None:
             "stopped with %d run(s) not stored: they keep their last checkpoint",
             len(registry.ids()),
         )
+
+
+async def _stop_others(patience: float) -> None:
+    for callback in list(_stopping):
+        try:
+            await asyncio.wait_for(callback(), patience)
+        except Exception:  # one app's failure to stop must not keep the others running
+            log.exception("stopping %s failed", getattr(callback, "__qualname__", callback))
 
 
 async def _stop_heartbeat() -> None:

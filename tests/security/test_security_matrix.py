@@ -30,7 +30,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from datasets_app.models import Dataset, DatasetItem
 from datasets_app.services import catalog
-from evals_app.models import EvalRule
+from evals_app.models import EvalRule, Experiment
 from project.api import api
 from sessions_app.accounts import create_token
 from sessions_app.models import Agent, ApiToken, LLMCall, Message, Run, Session, User
@@ -76,6 +76,7 @@ class World:
     item: DatasetItem
     group: Group
     rule: EvalRule
+    experiment: Experiment
 
     def placeholders(self) -> dict[str, str]:
         return {
@@ -91,6 +92,7 @@ class World:
             "{version_id}": str(self.agent.live_version_id),
             "{dataset_id}": str(self.dataset.pk),
             "{item_id}": str(self.item.pk),
+            "{experiment_id}": str(self.experiment.pk),
         }
 
     def admin_object(self, model: str) -> str:
@@ -125,6 +127,7 @@ def build_world(users: dict[str, User]) -> World:
     token, _ = create_token(alice, "alice laptop")
     dataset = Dataset.objects.create(name="support", created_by=users["manager"])
     (item,) = catalog.add_items(users["manager"], dataset.pk, run_id=run.pk)
+    experiment = Experiment.objects.create(dataset=dataset, baseline=agent.live_version)
     return World(
         users={"anonymous": None, **users},
         agent=agent,
@@ -137,6 +140,7 @@ def build_world(users: dict[str, User]) -> World:
         item=item,
         group=support_group(),
         rule=EvalRule.objects.create(agent=agent, scorers=["json_valid"]),
+        experiment=experiment,
     )
 
 
@@ -315,6 +319,8 @@ API_SIGNED_IN = roles(401, 200, 200, 200, 200, 200)
 API_READ = roles(401, 200, 404, 200, 200, 200)  # alice's object
 API_DATASETS_READ = roles(401, 403, 403, 200, 200, 200)  # view dataset (and its items)
 API_DATASETS_WRITE = roles(401, 403, 403, 403, 200, 200)
+API_EXPERIMENTS_READ = roles(401, 403, 403, 200, 200, 200)  # view experiment
+API_EXPERIMENTS_WRITE = roles(401, 403, 403, 403, 200, 200)  # change experiment
 API = [
     Case("GET", "/api/agents", API_SIGNED_IN),
     Case("POST", "/api/agents", roles(401, 403, 403, 403, 201, 201), {"name": "New"}),
@@ -371,6 +377,22 @@ API = [
     ),
     Case("GET", "/api/datasets/{dataset_id}/export", API_DATASETS_READ, {"format": "openai-chat"}),
     Case("GET", "/api/datasets/{dataset_id}/card", API_DATASETS_READ, {"format": "openai-chat"}),
+    Case("GET", "/api/experiments", API_EXPERIMENTS_READ),
+    Case(
+        "POST",
+        "/api/experiments",
+        roles(401, 403, 403, 403, 422, 422),  # one agent is not a comparison: managers get that far
+        {"dataset_id": "{dataset_id}", "agents": ["{agent_id}"]},
+    ),
+    Case("GET", "/api/experiments/{experiment_id}", API_EXPERIMENTS_READ),
+    Case("POST", "/api/experiments/{experiment_id}/cancel", API_EXPERIMENTS_WRITE),
+    Case(
+        "POST",
+        "/api/experiments/{experiment_id}/rescore",
+        API_EXPERIMENTS_WRITE,
+        {"scorers": ["exact"]},
+    ),
+    Case("GET", "/api/experiments/{experiment_id}/report", API_EXPERIMENTS_READ),
 ]
 # The permission each 403 of the API names, by operation.
 RIGHTS = {
@@ -390,6 +412,12 @@ RIGHTS = {
     ("PATCH", "/api/datasets/{dataset_id}/items/{item_id}"): "change dataset item",
     ("GET", "/api/datasets/{dataset_id}/export"): "view dataset",
     ("GET", "/api/datasets/{dataset_id}/card"): "view dataset",
+    ("GET", "/api/experiments"): "view experiment",
+    ("POST", "/api/experiments"): "add experiment",
+    ("GET", "/api/experiments/{experiment_id}"): "view experiment",
+    ("POST", "/api/experiments/{experiment_id}/cancel"): "change experiment",
+    ("POST", "/api/experiments/{experiment_id}/rescore"): "change experiment",
+    ("GET", "/api/experiments/{experiment_id}/report"): "view experiment",
 }
 
 
