@@ -295,7 +295,7 @@ def admin_model_cases() -> list[Case]:
     cases = []
     for model in admin.site._registry:
         app, name = model._meta.app_label, model._meta.model_name
-        ours = app in ("sessions_app", "datasets_app")  # support and manager hold only these
+        ours = app in ("sessions_app", "datasets_app", "evals_app")  # support and manager hold these
         prefix = f"admin/{app}/{name}/"
         obj = f"{prefix}{{object:{name}}}/"
         reads = STAFF_PAGE if ours else staff(403, 403, 200)
