@@ -13,7 +13,14 @@ from datasets_app.services import pairs, snapshot
 from datasets_app.services.snapshot import NotCollectable
 from sessions_app.models import Run, RunStatus, Session, User
 
-__all__ = ["AlreadyInDataset", "NotCollectable", "add_run", "add_session", "split_for"]
+__all__ = [
+    "AlreadyInDataset",
+    "NotCollectable",
+    "add_run",
+    "add_session",
+    "add_variant",
+    "split_for",
+]
 
 
 class AlreadyInDataset(ValueError):
@@ -129,6 +136,34 @@ def add_pair(
         "rejected_answer": rejected.content,
     }
     return _save(dataset, shot, fields, by=by, status=ItemStatus.PENDING, split=None, what="Pair")
+
+
+def add_variant(
+    dataset: Dataset, item: DatasetItem, answer: str, *, model: str = "", by: User | None = None
+) -> DatasetItem:
+    """Another answer to an item's conversation, as a pending item to review: the item's turns
+    up to its final answer, then `answer`. It keeps the item's provenance (owner and so
+    consent, agent, session) but not the id its source is unique by (the run's, or for a whole
+    session the session's), so that it may join the dataset its item is in; the same
+    conversation twice is refused. A pair's variant is a run's: its answer is no pair."""
+    if not answer.strip():
+        raise NotCollectable("There is no answer to add.")
+    before = item.messages[:-1] if item.original_answer else item.messages
+    shot = snapshot.Snapshot([*before, {"role": "assistant", "content": answer}], item.tools, model)
+    whole = item.source == ItemSource.SESSION
+    fields = {
+        "source": ItemSource.SESSION if whole else ItemSource.RUN,
+        "run": None,
+        "source_run_id": None,
+        "source_session_id": None if whole else item.source_session_id,
+        "owner_id": item.owner_id,
+        "agent_id": item.agent_id,
+        "source_created_at": item.source_created_at,
+    }
+    digest = snapshot.content_hash(shot.messages)
+    if DatasetItem.objects.filter(dataset=dataset, content_hash=digest).exists():
+        raise AlreadyInDataset(f"This answer is already in the dataset “{dataset.name}”.")
+    return _save(dataset, shot, fields, by=by, status=ItemStatus.PENDING, split=None, what="It")
 
 
 def _provenance(run: Run) -> dict[str, Any]:

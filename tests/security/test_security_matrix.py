@@ -30,10 +30,11 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from datasets_app.models import Dataset, DatasetItem
 from datasets_app.services import catalog
-from evals_app.models import EvalRule, Experiment
+from evals_app.models import EvalRule, Experiment, ExperimentStatus, Trial, TrialStatus
 from project.api import api
 from sessions_app.accounts import create_token
-from sessions_app.models import Agent, ApiToken, LLMCall, Message, Run, Session, User
+from sessions_app.models import Agent, AgentVersion, ApiToken, LLMCall, Message, Run, Session, User
+from sessions_app.models.agents import config_of
 from sessions_app.web.consumer import ChatConsumer
 from tests.support.apiclient import bearer, default_agent, stored_run
 from tests.support.asgiclient import request_served
@@ -77,6 +78,7 @@ class World:
     group: Group
     rule: EvalRule
     experiment: Experiment
+    trial: Trial  # the candidate's answer in the experiment
 
     def placeholders(self) -> dict[str, str]:
         return {
@@ -93,6 +95,8 @@ class World:
             "{dataset_id}": str(self.dataset.pk),
             "{item_id}": str(self.item.pk),
             "{experiment_id}": str(self.experiment.pk),
+            "<uuid:experiment_id>": str(self.experiment.pk),
+            "<uuid:trial_id>": str(self.trial.pk),
         }
 
     def admin_object(self, model: str) -> str:
@@ -108,6 +112,7 @@ class World:
             "message": self.message,
             "session": self.session,
             "user": self.users["alice"],
+            "experiment": self.experiment,
         }
         return str(objects[model].pk)  # type: ignore[union-attr]
 
@@ -127,7 +132,7 @@ def build_world(users: dict[str, User]) -> World:
     token, _ = create_token(alice, "alice laptop")
     dataset = Dataset.objects.create(name="support", created_by=users["manager"])
     (item,) = catalog.add_items(users["manager"], dataset.pk, run_id=run.pk)
-    experiment = Experiment.objects.create(dataset=dataset, baseline=agent.live_version)
+    experiment, trial = finished_experiment(agent, item)
     return World(
         users={"anonymous": None, **users},
         agent=agent,
@@ -141,7 +146,30 @@ def build_world(users: dict[str, User]) -> World:
         group=support_group(),
         rule=EvalRule.objects.create(agent=agent, scorers=["json_valid"]),
         experiment=experiment,
+        trial=trial,
     )
+
+
+def finished_experiment(agent: Agent, item: DatasetItem) -> tuple[Experiment, Trial]:
+    """The agent's live version against a draft on the item, both answered."""
+    live = AgentVersion.objects.get(pk=agent.live_version_id)
+    draft = AgentVersion.objects.of_config(agent, {**config_of(agent), "top_p": 0.5}, live=False)
+    experiment = Experiment.objects.create(
+        dataset=item.dataset, baseline=live, status=ExperimentStatus.COMPLETED
+    )
+    experiment.versions.set([live, draft])
+    trials = [
+        Trial.objects.create(
+            experiment=experiment,
+            item=item,
+            item_uuid=item.pk,
+            version=version,
+            status=TrialStatus.COMPLETED,
+            content="An answer.",
+        )
+        for version in (live, draft)
+    ]
+    return experiment, trials[1]
 
 
 # -- the matrix ----------------------------------------------------------------------------------
@@ -221,6 +249,25 @@ STAFF_PAGE = staff(200, 200, 200)
 NO_STAFF = staff(403, 403, 403)  # a page the admin refuses to every staff member
 DATASET_PAGE = to("/admin/datasets_app/dataset/{object:dataset}/change/")
 AGENT_VERSIONS = to("/admin/sessions_app/agent/{object:agent}/change/#versions")
+EXPERIMENT = "admin/evals_app/experiment/<uuid:experiment_id>/"
+EXPERIMENT_PAGE = to("/admin/evals_app/experiment/{object:experiment}/change/")
+# Reading takes "view experiment"; cancelling, scoring again and rating "change experiment";
+# sending an answer to a dataset also "add dataset item". Forms naming nothing are sent back.
+EXPERIMENT_PAGES = [
+    Case("GET", f"{EXPERIMENT}progress/", STAFF_PAGE),
+    Case("POST", f"{EXPERIMENT}cancel/", staff(403, EXPERIMENT_PAGE, EXPERIMENT_PAGE)),
+    Case("POST", f"{EXPERIMENT}rescore/", staff(403, EXPERIMENT_PAGE, EXPERIMENT_PAGE)),
+    Case("GET", f"{EXPERIMENT}report.csv", STAFF_PAGE),
+    Case("GET", f"{EXPERIMENT}report.json", STAFF_PAGE),
+    Case("GET", f"{EXPERIMENT}rate/", staff(403, 200, 200)),
+    Case("POST", f"{EXPERIMENT}rate/", staff(403, *[to(f"/{EXPERIMENT}rate/")] * 2)),
+    Case("GET", f"{EXPERIMENT}items/<uuid:trial_id>/", STAFF_PAGE),
+    Case(
+        "POST",
+        f"{EXPERIMENT}items/<uuid:trial_id>/send/",
+        staff(403, *[to(f"/{EXPERIMENT}items/<uuid:trial_id>/")] * 2),
+    ),
+]
 ADMIN_SITE = [
     Case("GET", "admin/", STAFF_PAGE),
     Case("GET", "admin/dashboard/", STAFF_PAGE),  # support and manager may view runs and calls
@@ -285,17 +332,19 @@ ADMIN_SITE = [
         staff(403, 200, 200),  # "change user"
         url="admin/sessions_app/user/{alice_id}/password/",
     ),
+    *EXPERIMENT_PAGES,
 ]
 
 # What the admin lets its users add: the other tables are written by the chat and the API.
-ADDABLE = {"group", "agent", "dataset", "user", "evalrule"}
+ADDABLE = {"group", "agent", "dataset", "user", "evalrule", "experiment"}
 
 
 def admin_model_cases() -> list[Case]:
     cases = []
     for model in admin.site._registry:
         app, name = model._meta.app_label, model._meta.model_name
-        ours = app in ("sessions_app", "datasets_app", "evals_app")  # support and manager hold these
+        # support and manager hold only these
+        ours = app in ("sessions_app", "datasets_app", "evals_app")
         prefix = f"admin/{app}/{name}/"
         obj = f"{prefix}{{object:{name}}}/"
         reads = STAFF_PAGE if ours else staff(403, 403, 200)

@@ -1,0 +1,153 @@
+"""One item of an experiment side by side: what it asked, its reference answer, the baseline's
+answer and a candidate's, each with every score and reason and what it cost; and the button
+that sends the candidate's answer to a dataset for review."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_GET, require_POST
+
+from datasets_app.models import Dataset, DatasetItem
+from datasets_app.services import catalog, collect
+from evals_app.admin import turns
+from evals_app.admin.forms import SendForm
+from evals_app.admin.gate import experiment_for
+from evals_app.admin.page import page_url
+from evals_app.models import Experiment, Score, Trial
+from sessions_app.admin import display
+from sessions_app.services.access import NotFound
+from sessions_app.services.markdown import highlight_css
+
+TEMPLATE = "admin/evals_app/experiment/compare.html"
+
+
+def compare_url(experiment: Experiment, trial: Trial) -> str:
+    return reverse("admin:evals_app_experiment_compare", args=[experiment.pk, trial.pk])
+
+
+def _candidate(experiment: Experiment, trial_id: Any) -> Trial:
+    """A candidate's trial of this experiment (the baseline's is what it is compared with)."""
+    trials = Trial.objects.select_related("item", "version__agent")
+    try:
+        return trials.exclude(version_id=experiment.baseline_id).get(
+            experiment=experiment, pk=trial_id
+        )
+    except Trial.DoesNotExist as exc:
+        raise Http404("No such answer in this experiment.") from exc
+
+
+def _baseline_of(experiment: Experiment, candidate: Trial) -> Trial | None:
+    return (
+        Trial.objects.select_related("version__agent")
+        .filter(
+            experiment=experiment,
+            version_id=experiment.baseline_id,
+            item_uuid=candidate.item_uuid,
+            repeat=candidate.repeat,
+        )
+        .first()
+    )
+
+
+def _scores(trial: Trial) -> list[dict[str, Any]]:
+    return [
+        {
+            "scorer": score.scorer,
+            "value": display.EMPTY if score.value is None else f"{score.value:g}",
+            "reason": score.reason,
+            "error": score.error,
+            "judge": str(score.judge_version) if score.judge_version else "",
+        }
+        for score in Score.objects.filter(trial=trial)
+        .select_related("judge_version__agent")
+        .order_by("scorer")
+    ]
+
+
+def _answer(trial: Trial | None, role: str) -> dict[str, Any]:
+    if trial is None:
+        return {"role": role, "missing": True}
+    return {
+        "role": role,
+        "version": str(trial.version),
+        "trial": trial,
+        "turns": turns.answer_turns(trial),
+        "scores": _scores(trial),
+        "metrics": display.metrics(trial),
+    }
+
+
+def _repeats(experiment: Experiment, candidate: Trial) -> list[tuple[int, str, bool]]:
+    """The same item and version's other repeats, to step between."""
+    siblings = Trial.objects.filter(
+        experiment=experiment, item_uuid=candidate.item_uuid, version_id=candidate.version_id
+    ).order_by("repeat")
+    return [(t.repeat, compare_url(experiment, t), t.pk == candidate.pk) for t in siblings]
+
+
+@require_GET
+def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> HttpResponse:
+    experiment = experiment_for(request, experiment_id, "view")
+    candidate = _candidate(experiment, trial_id)
+    may_send = catalog.may(request.user, catalog.ADD_ITEMS) and candidate.item is not None
+    context = {
+        **admin.site.each_context(request),
+        "title": f"Item {str(candidate.item_uuid)[:8]}, side by side",
+        "opts": Experiment._meta,
+        "experiment": experiment,
+        "experiment_url": page_url(experiment),
+        "candidate": candidate,
+        "input_turns": turns.input_turns(candidate),
+        "reference_turns": turns.reference_turns(candidate),
+        "answers": [
+            _answer(_baseline_of(experiment, candidate), "baseline"),
+            _answer(candidate, "candidate"),
+        ],
+        "repeats": _repeats(experiment, candidate) if experiment.repeats > 1 else [],
+        "send_form": SendForm(initial={"dataset": experiment.dataset_id}) if may_send else None,
+        "send_url": reverse("admin:evals_app_experiment_send", args=[experiment.pk, candidate.pk]),
+        "highlight_css": highlight_css(),
+    }
+    return TemplateResponse(request, TEMPLATE, context)
+
+
+@require_POST
+def send_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> HttpResponse:
+    """The candidate's answer to the item's conversation, as a pending item of the chosen
+    dataset, to be reviewed there."""
+    experiment = experiment_for(request, experiment_id, "view")
+    if not catalog.may(request.user, catalog.ADD_ITEMS):
+        raise PermissionDenied
+    candidate = _candidate(experiment, trial_id)
+    back = compare_url(experiment, candidate)
+    form = SendForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose a dataset to send the answer to.")
+        return HttpResponseRedirect(back)
+    chosen: Dataset = form.cleaned_data["dataset"]
+    try:
+        dataset = catalog.get_dataset_for_user(request.user, chosen.pk, catalog.ADD_ITEMS)
+    except NotFound as exc:
+        raise Http404 from exc
+    if candidate.item is None:
+        messages.error(request, "The item has been deleted: its conversation is gone.")
+        return HttpResponseRedirect(back)
+    try:
+        item = collect.add_variant(
+            dataset, candidate.item, candidate.content, model=candidate.model, by=request.user
+        )
+    except (collect.AlreadyInDataset, collect.NotCollectable) as exc:
+        messages.error(request, str(exc))
+    else:
+        link = display.change_url(DatasetItem, item.pk)
+        text = f"the dataset “{dataset.name}”"
+        messages.success(request, format_html('Sent to <a href="{}">{}</a>, pending review.',
+                                              link, text))  # fmt: skip
+    return HttpResponseRedirect(back)

@@ -1,0 +1,35 @@
+"""The one way the experiment's own admin pages fetch it: the admin's permission on experiments
+first (403 whether or not it exists, as Django's own pages answer), then the experiment."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest
+
+from evals_app.models import Experiment
+
+Right = Literal["view", "add", "change", "delete"]
+
+
+def may(request: HttpRequest, right: Right, obj: Experiment | None = None) -> bool:
+    model_admin = admin.site.get_model_admin(Experiment)
+    if right == "add":
+        return bool(model_admin.has_add_permission(request))
+    check = getattr(model_admin, f"has_{right}_permission")
+    return bool(check(request, obj))
+
+
+def experiment_for(request: HttpRequest, experiment_id: Any, right: Right = "view") -> Experiment:
+    if not may(request, right):
+        raise PermissionDenied
+    try:
+        pk = uuid.UUID(str(experiment_id))
+        return Experiment.objects.select_related(
+            "dataset", "baseline__agent", "judge", "created_by"
+        ).get(pk=pk)
+    except (ValueError, Experiment.DoesNotExist) as exc:
+        raise Http404("No such experiment.") from exc

@@ -1,0 +1,163 @@
+"""An experiment's own admin page, for reading: what it compares, its progress while it runs
+(polled by htmx), the report with a chart per scorer, people's verdicts, the items a candidate
+did worse on; and its buttons: cancel, score again, download."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRefresh
+
+from evals_app import blind, experiments, runner
+from evals_app.admin import figures
+from evals_app.admin.forms import ScorerForm
+from evals_app.admin.gate import experiment_for, may
+from evals_app.models import FINISHED_STATUSES, Experiment
+from evals_app.report import build_report
+from evals_app.scorers import SpecError
+from sessions_app.admin import display
+
+TEMPLATE = "admin/evals_app/experiment/page.html"
+PROGRESS_TEMPLATE = "admin/evals_app/experiment/_progress.html"
+
+
+def page_url(experiment: Experiment) -> str:
+    return reverse("admin:evals_app_experiment_change", args=[experiment.pk])
+
+
+def _url(name: str, experiment: Experiment) -> str:
+    return reverse(f"admin:evals_app_experiment_{name}", args=[experiment.pk])
+
+
+def _budget(value: Any, unit: str) -> str:
+    return "" if value is None else display.shown(value, unit)
+
+
+def progress_context(experiment: Experiment) -> dict[str, Any]:
+    """The figures the progress box shows, as people read them."""
+    now = experiments.progress(experiment)
+    total, done = now.get("total") or 0, now.get("done") or 0
+    finished = experiment.status in FINISHED_STATUSES
+    return {
+        "finished": finished,
+        "status": experiment.get_status_display(),
+        "status_key": experiment.status,
+        "done": done,
+        "total": total,
+        "percent": round(100 * done / total) if total else 0,
+        "errors": now.get("errors") or 0,
+        "tokens": display.shown(now.get("used_tokens"), "tokens"),
+        "cost": display.shown(now.get("used_cost"), "usd"),
+        "budget_tokens": _budget(now.get("budget_tokens"), "tokens"),
+        "budget_cost": _budget(now.get("budget_cost"), "usd"),
+        "cancel_requested": experiment.cancel_requested,
+        "url": _url("progress", experiment),
+    }
+
+
+def _scorer_names(experiment: Experiment) -> list[str]:
+    named = []
+    for spec in experiment.scorers:
+        spec = {"name": spec} if isinstance(spec, str) else spec
+        options = ", ".join(f"{k}: {v}" for k, v in spec.items() if k != "name")
+        named.append(f"{spec.get('name')} ({options})" if options else str(spec.get("name")))
+    return named
+
+
+def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any]:
+    can_change = may(request, "change", experiment)
+    progress = progress_context(experiment)
+    return {
+        **admin.site.each_context(request),
+        "title": str(experiment),
+        "opts": Experiment._meta,
+        "experiment": experiment,
+        "versions": figures.versions_of(experiment),
+        "scorer_names": _scorer_names(experiment),
+        "progress": progress,
+        "figures": figures.figures(experiment),
+        "tallies": blind.tally(experiment),
+        "can_change": can_change,
+        "can_cancel": can_change and not progress["finished"],
+        "can_delete": may(request, "delete", experiment),
+        "rescore_form": ScorerForm() if can_change else None,
+        "urls": {
+            name: _url(name, experiment)
+            for name in ("cancel", "rescore", "csv", "json", "rate", "delete")
+        },
+        "left_to_rate": blind.unrated(experiment, request.user).count() if can_change else 0,
+    }
+
+
+@require_GET
+def experiment_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
+    experiment = experiment_for(request, experiment_id, "view")
+    return TemplateResponse(request, TEMPLATE, _page_context(request, experiment))
+
+
+@require_GET
+def progress_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
+    """The progress box, which the page polls while the experiment runs; once it has finished,
+    the whole page is loaded again, with its report and without polling."""
+    experiment = experiment_for(request, experiment_id, "view")
+    if request.htmx and experiment.status in FINISHED_STATUSES:  # type: ignore[attr-defined]
+        return HttpResponseClientRefresh()
+    context = {"progress": progress_context(experiment)}
+    return TemplateResponse(request, PROGRESS_TEMPLATE, context)
+
+
+@require_POST
+def cancel_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
+    experiment = experiment_for(request, experiment_id, "change")
+    if experiment.status in FINISHED_STATUSES:
+        messages.info(request, f"The experiment had already ended ({experiment.status}).")
+    else:
+        runner.cancel(experiment)
+        messages.success(request, "The experiment is cancelled; answers under way are let go.")
+    return HttpResponseRedirect(page_url(experiment))
+
+
+@require_POST
+def rescore_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
+    experiment = experiment_for(request, experiment_id, "change")
+    form = ScorerForm(request.POST)
+    if not form.is_valid() or not form.cleaned_data["scorers"]:
+        problems = [e for errors in form.errors.values() for e in errors] or ["choose a scorer"]
+        messages.error(request, "Nothing to score: " + " ".join(problems))
+        return HttpResponseRedirect(page_url(experiment))
+    specs = form.specs()
+    try:
+        runner.rescore(experiment, specs)
+    except (experiments.ExperimentError, SpecError) as exc:
+        messages.error(request, str(exc))
+    else:
+        names = ", ".join(spec["name"] for spec in specs)
+        messages.success(request, f"Scoring the answers with {names}; the answers are kept.")
+    return HttpResponseRedirect(page_url(experiment))
+
+
+def _attachment(body: str, content_type: str, experiment: Experiment, ext: str) -> HttpResponse:
+    name = f"experiment-{str(experiment.pk)[:8]}.{ext}"
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@require_GET
+def csv_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
+    experiment = experiment_for(request, experiment_id, "view")
+    body = build_report(experiment).to_csv()
+    return _attachment(body, "text/csv; charset=utf-8", experiment, "csv")
+
+
+@require_GET
+def json_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
+    experiment = experiment_for(request, experiment_id, "view")
+    body = json.dumps(build_report(experiment).to_dict(), indent=2, default=str)
+    return _attachment(body, "application/json", experiment, "json")

@@ -1,0 +1,45 @@
+"""Starting an experiment from the admin: the form, `create_experiment` to make it (what it
+refuses shows on the form), and the runner asked to run it."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+
+from evals_app import experiments, runner
+from evals_app.admin.forms import StartForm
+from evals_app.admin.gate import may
+from evals_app.admin.page import page_url
+from evals_app.models import Experiment
+
+TEMPLATE = "admin/evals_app/experiment/start.html"
+FIELDSETS = [
+    ("What to compare", ["name", "dataset", "split", "versions", "baseline", "repeats"]),
+    ("Scorers", ["scorers", "pattern", "rubric", "scale_low", "scale_high", "judge"]),
+    ("Limits", ["concurrency", "budget_tokens", "budget_cost"]),
+]
+
+
+def start_view(request: HttpRequest) -> HttpResponse:
+    if not may(request, "add"):
+        raise PermissionDenied
+    form = StartForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            experiment = experiments.create_experiment(**form.arguments(), created_by=request.user)
+        except experiments.ExperimentError as exc:
+            form.add_error(None, str(exc))
+        else:
+            runner.request(experiment)
+            messages.success(request, f"“{experiment}” is queued; its progress shows below.")
+            return HttpResponseRedirect(page_url(experiment))
+    context = {
+        **admin.site.each_context(request),
+        "title": "Start an experiment",
+        "opts": Experiment._meta,
+        "form": form,
+        "fieldsets": [(title, [form[name] for name in names]) for title, names in FIELDSETS],
+    }
+    return TemplateResponse(request, TEMPLATE, context)
