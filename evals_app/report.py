@@ -92,6 +92,8 @@ class WorseItem(NamedTuple):
     version_id: Any
     scorer: str
     difference: float
+    baseline: float  # the item's mean over repeats (0.5 for the pairwise scorer)
+    candidate: float
 
 
 @dataclass
@@ -257,7 +259,14 @@ def _figures(
         figures.losses,
     ) = stats.paired(base, mine, experiment.seed)
     worse = [
-        WorseItem(item, version.version_id, info.key, difference)
+        WorseItem(
+            item,
+            version.version_id,
+            info.key,
+            difference,
+            stats.item_mean(base[item]),
+            stats.item_mean(mine[item]),
+        )
         for item, difference in stats.differences_by_item(base, mine).items()
         if difference < 0
     ]

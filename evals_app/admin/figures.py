@@ -1,44 +1,28 @@
 """The report as the experiment's page shows it: tables, charts and the items a candidate did
-worse on, read from `build_report(experiment)` in one place.
-
-What is read of `Report.to_dict()` (a figure the report lacks shows as a dash):
-- "scorers": [{"key", "label", "scale": [low, high], "results": [{"version_id", "n", "mean",
-  "low", "high", "errors", "vs_baseline": {"difference", "low", "high", "wins", "ties",
-  "losses", "within_noise"} or null}]}]
-- "versions": [{"version_id", "trials", "errors", "tokens", "cost", "latency": {"p50", "p95"},
-  "first_token": {"p50", "p95"}}]
-and of each of `Report.worse_items` (a dict or an object): "item_uuid", "version_id", "repeat",
-"scorer", "baseline", "candidate", "difference", and "trial_id" when it names the candidate's
-trial. Versions are named from the database ("Agent v3 (draft)"), whatever the report calls them.
-"""
+worse on, read from `build_report(experiment)` in one place. Versions are named from the
+database ("Agent v3 (draft)")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.urls import reverse
 
 from evals_app.models import Experiment, Trial
-from evals_app.report import build_report
+from evals_app.report import (
+    Report,
+    ScoreFigures,
+    ScorerInfo,
+    VersionFigures,
+    WorseItem,
+    build_report,
+)
 from sessions_app.admin import display
 from sessions_app.models import AgentVersion
 
 EMPTY = display.EMPTY
 WORSE_SHOWN = 50  # the items a candidate did worse on, listed on the page (the downloads hold all)
-
-
-def get(data: Any, *path: str) -> Any:
-    """data[path[0]][path[1]]…, or None where a key (or attribute) is missing."""
-    for name in path:
-        if isinstance(data, Mapping):
-            data = data.get(name)
-        else:
-            data = getattr(data, name, None)
-        if data is None:
-            return None
-    return data
 
 
 def number(value: Any, signed: bool = False) -> str:
@@ -53,21 +37,19 @@ def interval(low: Any, high: Any, signed: bool = False) -> str:
     return f"[{number(low, signed)}, {number(high, signed)}]"
 
 
-def _against_baseline(vs: Any) -> dict[str, str]:
-    if vs is None:
+def _against_baseline(f: ScoreFigures | None) -> dict[str, str]:
+    if f is None or f.difference is None:
         return {"difference": EMPTY, "difference_interval": "", "wtl": EMPTY, "verdict": ""}
-    counts = [get(vs, k) for k in ("wins", "ties", "losses")]
-    noise = get(vs, "within_noise")
-    difference = get(vs, "difference")
-    if noise is None or not isinstance(difference, int | float):
+    if f.within_noise is None:
         verdict = ""
-    elif noise:
+    elif f.within_noise:
         verdict = "within noise"
     else:
-        verdict = "better" if difference > 0 else "worse"
+        verdict = "better" if f.difference > 0 else "worse"
+    counts = (f.wins, f.ties, f.losses)
     return {
-        "difference": number(difference, signed=True),
-        "difference_interval": interval(get(vs, "low"), get(vs, "high"), signed=True),
+        "difference": number(f.difference, signed=True),
+        "difference_interval": interval(f.difference_low, f.difference_high, signed=True),
         "wtl": " / ".join(EMPTY if c is None else str(c) for c in counts),
         "verdict": verdict,
     }
@@ -92,38 +74,37 @@ class Figures:
         return {table.key: table.chart for table in self.scorers}
 
 
-def _scorer_table(scorer: Any, versions: list[AgentVersion], baseline_id: Any) -> ScorerTable:
-    results = {str(get(r, "version_id")): r for r in get(scorer, "results") or ()}
+def _scorer_table(
+    report: Report, info: ScorerInfo, versions: list[AgentVersion], baseline_id: Any
+) -> ScorerTable:
     rows, means, intervals = [], [], []
     for version in versions:
-        result = results.get(str(version.pk), {})
-        mean, low, high = get(result, "mean"), get(result, "low"), get(result, "high")
+        f = report.figures(version.pk, info.key)
         rows.append({
             "version": str(version),
             "baseline": version.pk == baseline_id,
-            "n": get(result, "n") if get(result, "n") is not None else EMPTY,
-            "mean": number(mean),
-            "interval": interval(low, high),
-            "errors": get(result, "errors") if get(result, "errors") is not None else EMPTY,
-            **_against_baseline(get(result, "vs_baseline")),
+            "n": f.n if f else EMPTY,
+            "mean": number(f.mean if f else None),
+            "interval": interval(f.low, f.high) if f else "",
+            "errors": f.errors if f else EMPTY,
+            **_against_baseline(f),
         })  # fmt: skip
-        means.append(mean if isinstance(mean, int | float) else None)
-        intervals.append([low, high] if low is not None and high is not None else None)
-    key = str(get(scorer, "key") or "")
-    label = str(get(scorer, "label") or key)
+        means.append(f.mean if f else None)
+        ranged = f is not None and f.low is not None and f.high is not None
+        intervals.append([f.low, f.high] if ranged else None)
     chart = {
-        "title": label,
-        "scale": get(scorer, "scale"),
+        "title": info.label,
+        "scale": list(info.scale),
         "labels": [str(v) for v in versions],
         "means": means,
         "intervals": intervals,
     }
-    return ScorerTable(key, label, rows, chart)
+    return ScorerTable(info.key, info.label, rows, chart)
 
 
-def _version_row(version: AgentVersion, figures: Any, baseline_id: Any) -> dict[str, Any]:
-    def shown(*path: str, unit: str = "count") -> str:
-        return display.shown(get(figures, *path), unit)
+def _version_row(version: AgentVersion, f: VersionFigures | None, baseline_id: Any) -> dict:
+    def shown(name: str, unit: str = "count") -> str:
+        return display.shown(getattr(f, name) if f else None, unit)
 
     return {
         "version": str(version),
@@ -132,10 +113,10 @@ def _version_row(version: AgentVersion, figures: Any, baseline_id: Any) -> dict[
         "errors": shown("errors"),
         "tokens": shown("tokens", unit="tokens"),
         "cost": shown("cost", unit="usd"),
-        "latency_p50": shown("latency", "p50", unit="seconds"),
-        "latency_p95": shown("latency", "p95", unit="seconds"),
-        "first_token_p50": shown("first_token", "p50", unit="seconds"),
-        "first_token_p95": shown("first_token", "p95", unit="seconds"),
+        "latency_p50": shown("duration_p50", unit="seconds"),
+        "latency_p95": shown("duration_p95", unit="seconds"),
+        "first_token_p50": shown("ttft_p50", unit="seconds"),
+        "first_token_p95": shown("ttft_p95", unit="seconds"),
     }
 
 
@@ -147,42 +128,36 @@ def versions_of(experiment: Experiment) -> list[AgentVersion]:
 
 def figures(experiment: Experiment) -> Figures:
     report = build_report(experiment)
-    data = report.to_dict()
     versions = versions_of(experiment)
     base = experiment.baseline_id
-    per_version = {str(get(v, "version_id")): v for v in get(data, "versions") or ()}
+    per_version = {v.version_id: v for v in report.versions}
     return Figures(
-        versions=[_version_row(v, per_version.get(str(v.pk), {}), base) for v in versions],
-        scorers=[_scorer_table(s, versions, base) for s in get(data, "scorers") or ()],
-        worse=worse_items(experiment, list(getattr(report, "worse_items", None) or ())),
+        versions=[_version_row(v, per_version.get(v.pk), base) for v in versions],
+        scorers=[_scorer_table(report, info, versions, base) for info in report.scorers],
+        worse=worse_items(experiment, report.worse_items),
     )
 
 
-def worse_items(experiment: Experiment, entries: list[Any]) -> list[dict[str, Any]]:
-    """The first WORSE_SHOWN entries, each with its candidate's trial to open side by side."""
+def worse_items(experiment: Experiment, entries: list[WorseItem]) -> list[dict[str, Any]]:
+    """The first WORSE_SHOWN entries, each opening its candidate's first repeat side by side
+    (the view steps through the others)."""
     entries = entries[:WORSE_SHOWN]
-    uuids = {str(get(e, "item_uuid")) for e in entries if get(e, "item_uuid")}
-    trials = Trial.objects.filter(experiment=experiment, item_uuid__in=uuids)
-    by_key = {
-        (str(t.item_uuid), str(t.version_id), t.repeat): t
-        for t in trials.select_related("item", "version__agent")
-    }
-    by_id = {str(t.pk): t for t in by_key.values()}
+    trials = Trial.objects.filter(
+        experiment=experiment, item_uuid__in={e.item_uuid for e in entries}, repeat=1
+    ).select_related("item", "version__agent")
+    by_key = {(t.item_uuid, t.version_id): t for t in trials}
     shown = []
     for entry in entries:
-        trial = by_id.get(str(get(entry, "trial_id"))) or by_key.get(
-            (str(get(entry, "item_uuid")), str(get(entry, "version_id")), get(entry, "repeat") or 1)
-        )
+        trial = by_key.get((entry.item_uuid, entry.version_id))
         if trial is None:
             continue
         shown.append({
             "item": display.excerpt(str(trial.item), 80) if trial.item else "(item deleted)",
             "version": str(trial.version),
-            "repeat": trial.repeat,
-            "scorer": get(entry, "scorer") or EMPTY,
-            "baseline": number(get(entry, "baseline")),
-            "candidate": number(get(entry, "candidate")),
-            "difference": number(get(entry, "difference"), signed=True),
+            "scorer": entry.scorer,
+            "baseline": number(entry.baseline),
+            "candidate": number(entry.candidate),
+            "difference": number(entry.difference, signed=True),
             "url": reverse("admin:evals_app_experiment_compare", args=[experiment.pk, trial.pk]),
         })  # fmt: skip
     return shown

@@ -291,21 +291,17 @@ def test_a_running_experiment_cannot_be_deleted(django_user_model, done):
     assert confirm.status_code == 200 and "Answers: 6" in text_of(confirm)
 
 
-class Sparse:
-    """A report that knows a scorer's name and nothing else."""
-
-    def to_dict(self) -> dict:
-        return {"scorers": [{"key": "exact", "results": [{"version_id": "elsewhere"}]}]}
-
-
-def test_figures_the_report_lacks_show_as_dashes(viewer, done, monkeypatch):
-    monkeypatch.setattr("evals_app.admin.figures.build_report", lambda experiment: Sparse())
-
+def test_the_report_shows_each_versions_figures_from_the_scores(viewer, done):
     response = viewer.get(page(done))
 
-    assert response.status_code == 200
     rows = text_of(response).split('data-scorer="exact"')[1].split("</table>")[0]
-    assert rows.count("<td>–</td>") >= 4 and "Assistant v2 (draft)" in rows
+    baseline, candidate = rows.split("<tbody>")[1].split("</tr>")[:2]
+    assert "Assistant v1" in baseline and "<td>1</td>" in baseline  # every item right
+    assert "Assistant v2 (draft)" in candidate
+    assert "<td>0.333</td>" in candidate  # one item of three
+    assert "<td>-0.667</td>" in candidate and "<td>0 / 1 / 2</td>" in candidate
+    versions = text_of(response).split('data-testid="report-versions"')[1].split("</table>")[0]
+    assert versions.count("<td>3</td>") >= 2  # three answers each
 
 
 def test_an_answer_to_a_whole_sessions_item_joins_the_dataset_that_holds_the_session(
