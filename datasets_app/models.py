@@ -59,6 +59,7 @@ class ItemSource(models.TextChoices):
     RUN = "run", "one run"
     SESSION = "session", "a whole session"
     PAIR = "pair", "preference pair"
+    EXPERIMENT = "experiment", "an experiment's answer"
 
 
 class ItemQuerySet(models.QuerySet["DatasetItem"]):

@@ -86,6 +86,7 @@ class Experiment(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["status", "heartbeat_at"], name="experiment_liveness")]
+        permissions = [("rate_experiment", "Can rate an experiment's answers blind")]
 
     def __str__(self) -> str:
         return self.name or f"Experiment {str(self.experiment_id)[:8]}"

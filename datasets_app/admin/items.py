@@ -191,6 +191,8 @@ class DatasetItemAdmin(ListAdmin):
             return display.link(display.change_url(Run, obj.run_id), obj.source)
         if obj.source == ItemSource.SESSION and obj.session_kept:
             return display.link(display.change_url(Session, obj.source_session_id), obj.source)
+        if obj.source == ItemSource.EXPERIMENT:
+            return obj.get_source_display()
         return format_html('{} <span class="quiet">(deleted)</span>', obj.source)
 
     @admin.display(description="status", ordering="status")

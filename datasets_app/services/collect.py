@@ -145,14 +145,15 @@ def add_variant(
     up to its final answer, then `answer`. It keeps the item's provenance (owner and so
     consent, agent, session) but not the id its source is unique by (the run's, or for a whole
     session the session's), so that it may join the dataset its item is in; the same
-    conversation twice is refused. A pair's variant is a run's: its answer is no pair."""
+    conversation twice is refused. A whole session's variant is a session's; a run's or a
+    pair's is an experiment's answer (a single turn answered, no pair)."""
     if not answer.strip():
         raise NotCollectable("There is no answer to add.")
     before = item.messages[:-1] if item.original_answer else item.messages
     shot = snapshot.Snapshot([*before, {"role": "assistant", "content": answer}], item.tools, model)
     whole = item.source == ItemSource.SESSION
     fields = {
-        "source": ItemSource.SESSION if whole else ItemSource.RUN,
+        "source": ItemSource.SESSION if whole else ItemSource.EXPERIMENT,
         "run": None,
         "source_run_id": None,
         "source_session_id": None if whole else item.source_session_id,

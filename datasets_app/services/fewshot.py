@@ -62,7 +62,7 @@ def _chosen(agent: Agent) -> list[DatasetItem]:
         dataset_id=agent.fewshot_dataset_id,
         status=ItemStatus.ACCEPTED,
         reviewed_at__isnull=False,
-        source__in=[ItemSource.RUN, ItemSource.SESSION],
+        source__in=[ItemSource.RUN, ItemSource.SESSION, ItemSource.EXPERIMENT],
     )
     fields = ("item_id", "source", "messages", "corrected_answer", "content_hash")
     chosen = items.order_by(*order).only(*fields)
@@ -90,7 +90,7 @@ def _shown(item: DatasetItem) -> list[dict[str, Any]]:
             turns.append({"role": "user", "name": "example_user", "content": text})
         elif message["role"] == Role.ASSISTANT and not message.get("tool_calls") and text:
             turns.append({"role": "assistant", "name": "example_assistant", "content": text})
-    if item.source == ItemSource.RUN:
+    if item.source in (ItemSource.RUN, ItemSource.EXPERIMENT):
         last_question = max((i for i, t in enumerate(turns) if t["role"] == "user"), default=0)
         turns = turns[last_question:]
     return turns

@@ -12,13 +12,17 @@ from django.http import Http404, HttpRequest
 
 from evals_app.models import Experiment
 
-Right = Literal["view", "add", "change", "delete"]
+Right = Literal["view", "add", "change", "delete", "rate"]
 
 
 def may(request: HttpRequest, right: Right, obj: Experiment | None = None) -> bool:
     model_admin = admin.site.get_model_admin(Experiment)
     if right == "add":
         return bool(model_admin.has_add_permission(request))
+    if right == "rate":  # people judging answers blind need not run or change experiments
+        return model_admin.has_view_permission(request, obj) and request.user.has_perm(
+            "evals_app.rate_experiment"
+        )
     check = getattr(model_admin, f"has_{right}_permission")
     return bool(check(request, obj))
 

@@ -72,6 +72,7 @@ def _scorer_names(experiment: Experiment) -> list[str]:
 
 def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any]:
     can_change = may(request, "change", experiment)
+    can_rate = may(request, "rate", experiment)
     progress = progress_context(experiment)
     return {
         **admin.site.each_context(request),
@@ -91,7 +92,8 @@ def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any
             name: _url(name, experiment)
             for name in ("cancel", "rescore", "csv", "json", "rate", "delete")
         },
-        "left_to_rate": blind.unrated(experiment, request.user).count() if can_change else 0,
+        "can_rate": can_rate,
+        "left_to_rate": blind.unrated(experiment, request.user).count() if can_rate else 0,
     }
 
 

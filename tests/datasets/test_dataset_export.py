@@ -457,7 +457,7 @@ def test_the_card_says_what_the_export_holds(dataset):
     findings = export.check(dataset, "openai-chat")
     text = export.card(dataset, "openai-chat", None, findings)
     assert text == golden("support.openai-chat.card.md", text)
-    assert "Exported items by source: run 4, session 1, pair 1." in text
+    assert "Exported items by source: run 4, session 1, pair 1, experiment 0." in text
     assert "accepted but left out (owner opted out of training use, or deleted): 1" in text
     assert "Source conversations from 2026-03-01 to 2026-03-09." in text
     assert f"| {item_id(9)} | duplicate | same conversation as item {item_id(8)} |" in text

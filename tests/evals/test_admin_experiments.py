@@ -260,6 +260,7 @@ def test_the_candidates_answer_is_sent_to_a_dataset_as_a_pending_item(
     item = DatasetItem.objects.exclude(status=ItemStatus.ACCEPTED).get()
     assert DatasetItem.objects.count() == before + 1
     assert item.status == ItemStatus.PENDING and item.dataset == done.dataset
+    assert item.get_source_display() == "an experiment's answer"
     assert [m["content"] for m in item.messages] == [
         "You answer questions.", "Question 0?", "Something else 0."
     ]  # fmt: skip

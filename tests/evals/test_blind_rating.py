@@ -120,12 +120,12 @@ def rater(django_user_model, name: str, *codenames: str) -> Client:
 
 @pytest.fixture
 def ann(django_user_model) -> Client:
-    return rater(django_user_model, "ann", "view_experiment", "change_experiment")
+    return rater(django_user_model, "ann", "view_experiment", "rate_experiment")
 
 
 @pytest.fixture
 def ben(django_user_model) -> Client:
-    return rater(django_user_model, "ben", "view_experiment", "change_experiment")
+    return rater(django_user_model, "ben", "view_experiment", "rate_experiment")
 
 
 def shown_pair(client: Client, experiment: Experiment) -> tuple[str, bool, str]:
@@ -195,8 +195,9 @@ def test_raters_see_the_pairs_in_orders_of_their_own(rated, django_user_model):
     assert orders["ann"] == [blind.get_pair(rated, ann, p.pk).baseline_first for p in pairs]
 
 
-def test_rating_takes_the_right_to_change_experiments(django_user_model, rated):
-    viewer = rater(django_user_model, "viewer", "view_experiment")
+def test_rating_takes_the_right_to_rate_experiments(django_user_model, rated):
+    # Changing experiments (cancel, rescore) is another right than judging their answers.
+    viewer = rater(django_user_model, "viewer", "view_experiment", "change_experiment")
     pair = blind.rateable(rated).first()
 
     assert viewer.get(rate_url(rated)).status_code == 403
