@@ -19,8 +19,6 @@ from sessions_app.llm.usage import price
 from sessions_app.models import Agent, AgentVersion, config_of
 
 SAMPLING = ("temperature", "top_p", "max_tokens")
-# Only llama.cpp is given a seed: a configured endpoint may refuse parameters it lacks.
-EMBEDDED_SAMPLING = {"seed": 0}
 
 
 class JudgeError(Exception):
@@ -32,9 +30,11 @@ class JudgeError(Exception):
 
 
 async def ask_judge(
-    judge_agent: Agent, messages: list[dict[str, Any]]
+    judge_agent: Agent, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None
 ) -> tuple[str, int, Decimal | None, Any]:
-    """The judge's answer to `messages`: (text, tokens, cost, the version id that answered)."""
+    """The judge's answer to `messages`: (text, tokens, cost, the version id that answered).
+    `schema`: the JSON Schema of the verdict, which the embedded model is held to (llama.cpp
+    turns it into a grammar, without which a small model rarely writes the verdict asked)."""
     version = await _live_version(judge_agent)
     config = version.config if version is not None else config_of(judge_agent)
     model = config.get("model") or settings.LLM_MODEL
@@ -42,12 +42,20 @@ async def ask_judge(
     sampling = {"temperature": 0.0, **set_ones}
     try:
         answer = await llm.completion(
-            model, messages, sampling=sampling, embedded=EMBEDDED_SAMPLING
+            model, messages, sampling=sampling, embedded=_embedded_options(schema)
         )
     except LLMError as exc:
         raise JudgeError(f"The judge {judge_agent.name} could not be asked: {exc.message}") from exc
     cost = price(answer.model, answer.usage)
     return answer.text, answer.usage.total_tokens, cost, version.pk if version else None
+
+
+def _embedded_options(schema: dict[str, Any] | None) -> dict[str, Any]:
+    """Sent to llama.cpp only: a configured endpoint may refuse parameters it lacks."""
+    options: dict[str, Any] = {"seed": 0}
+    if schema is not None:
+        options["response_format"] = {"type": "json_object", "schema": schema}
+    return options
 
 
 async def _live_version(agent: Agent) -> AgentVersion | None:

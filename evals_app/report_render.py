@@ -163,8 +163,7 @@ def _score_cells(f: ScoreFigures, labels: dict[Any, str]) -> list[str]:
         record = f"{f.wins}/{f.ties}/{f.losses}"
         note = "within noise" if f.within_noise else ("WORSE" if f.worse else "better")
     return [
-        labels.get(f.version_id, str(f.version_id))
-        + (" (baseline)" if f.difference is None else ""),
+        labels.get(f.version_id, str(f.version_id)),  # the baseline's says so
         str(f.n),
         "-" if f.mean is None else f"{f.mean:.3f}",
         _interval(f.low, f.high),

@@ -39,7 +39,7 @@ class Judge(Scorer):
     async def score(self, case: Case) -> Verdict:
         prompt = self.prompt(case)
         try:
-            text, tokens, cost, version_id = await ask_judge(self.judge, prompt)
+            text, tokens, cost, version_id = await ask_judge(self.judge, prompt, self.schema())
         except JudgeError as exc:
             return Verdict.failed(exc.message, judge_prompt=prompt)
         spent = {"judge_prompt": prompt, "judge_version_id": version_id, "tokens": tokens}
@@ -52,6 +52,12 @@ class Judge(Scorer):
             error = f"The judge gave {value:g}, outside the scale {low:g} to {high:g}."
             return Verdict.failed(error, details={"raw": text}, cost=cost, **spent)
         return Verdict(value, reason=reason, details={"raw": text}, cost=cost, **spent)
+
+    def schema(self) -> dict[str, Any]:
+        low, high = self.scale
+        score = {"type": "number", "minimum": low, "maximum": high}
+        properties = {"score": score, "reason": {"type": "string"}}
+        return {"type": "object", "properties": properties, "required": ["score", "reason"]}
 
     def prompt(self, case: Case) -> list[dict[str, str]]:
         low, high = self.scale

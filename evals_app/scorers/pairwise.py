@@ -17,6 +17,11 @@ from evals_app.scorers.base import Case, Scorer, SpecError, Verdict, register
 from evals_app.scorers.prompting import json_objects, labelled, section, transcript
 
 DEFAULT_CRITERIA = "Which answer serves the user better: correct, complete, relevant and clear."
+SCHEMA = {
+    "type": "object",
+    "properties": {"winner": {"enum": ["A", "B", "tie"]}, "reason": {"type": "string"}},
+    "required": ["winner", "reason"],
+}
 ORDERS = (("baseline", "candidate"), ("candidate", "baseline"))  # who is shown as A, then B
 VALUES = {"candidate": 1.0, "baseline": 0.0}
 _CHOICE = re.compile(r"^\W*(A|B|tie)\b", re.IGNORECASE)
@@ -45,7 +50,7 @@ class Pairwise(Scorer):
             prompt = self.prompt(case, _answer(case, first), _answer(case, second))
             prompts.append(prompt)
             try:
-                text, spent, cost, version_id = await ask_judge(self.judge, prompt)
+                text, spent, cost, version_id = await ask_judge(self.judge, prompt, SCHEMA)
             except JudgeError as exc:
                 return _failed(exc.message, orders, prompts, tokens, costs, version_id)
             tokens += spent

@@ -86,14 +86,23 @@ async def test_the_judge_is_asked_its_models_at_temperature_zero_unless_it_sets_
 
     first, second = upstream.requests
     assert first["model"] == "judge-model" and first["temperature"] == 0
-    assert "seed" not in first and "max_tokens" not in first
+    assert "seed" not in first and "max_tokens" not in first and "response_format" not in first
     assert (second["temperature"], second["max_tokens"]) == (0.3, 64)
 
 
-async def test_the_embedded_model_judges_with_a_fixed_seed(judge, upstream, settings):
+async def test_the_embedded_model_judges_with_a_fixed_seed_held_to_the_verdicts_schema(
+    judge, upstream, settings
+):
     settings.LLM_EMBEDDED = True
     await judged(judge, "Paris.")
-    assert upstream.requests[0]["seed"] == 0 and upstream.requests[0]["temperature"] == 0
+    sent = upstream.requests[0]
+    assert sent["seed"] == 0 and sent["temperature"] == 0
+    schema = sent["response_format"]["schema"]
+    assert schema["required"] == ["score", "reason"]
+    assert (schema["properties"]["score"]["minimum"], schema["properties"]["score"]["maximum"]) == (
+        1,
+        5,
+    )
 
 
 async def test_the_live_version_judges_not_a_draft(judge, upstream):

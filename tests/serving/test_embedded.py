@@ -14,16 +14,19 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.core.management import call_command
 
+from evals_app.models import Score, Trial, TrialStatus
 from serving.children import free_port
 from serving.embedded import EmbeddedModel, EmbeddedModelError
 from serving.nginx import find_nginx
 from sessions_app import engine
 from sessions_app.engine.errors import CUT
-from sessions_app.models import Agent, CallKind, LLMCall, NameSource, RunStatus, Session
-from sessions_app.services import memory
+from sessions_app.models import Agent, CallKind, LLMCall, NameSource, RunStatus, Session, User
+from sessions_app.services import memory, versions
 from sessions_app.services.sessions import default_session_name
 from tests.conftest import ROOT, subprocess_env
+from tests.evals import factories
 
 
 @pytest.fixture(scope="module")
@@ -402,3 +405,30 @@ async def test_titles_of_ordinary_first_messages_are_titles(alice, on_embedded, 
     assert all(t == default_session_name(text) for t, text in kept), report
     calls = LLMCall.objects.filter(kind=CallKind.TITLE, session__user=alice, ok=True)
     assert await calls.acount() == len(titled)
+
+
+def test_the_embedded_model_answers_and_judges_an_experiment(on_embedded, capsys):
+    """Weak, but working: a 135M model as candidate and as judge. Every answer is stored and
+    every score is a value or an error with its reason; none is lost."""
+    agent = Agent.objects.create(
+        name="Smol", model="SmolLM2-135M-Instruct", instructions="Answer briefly."
+    )
+    admin = User.objects.create_superuser("boss", password="x")
+    versions.create_draft(agent, {"instructions": "Answer in one sentence."}, user=admin)
+    factories.dataset_with_items("capitals", 2)
+    scorers = ["contains", '{"name": "judge", "rubric": "Is the answer correct?"}', "pairwise"]
+    args = ["--dataset", "capitals", "--agent", "Smol", "--agent", "Smol@draft", "--judge", "Smol"]
+
+    call_command("evaluate", *args, *[a for s in scorers for a in ("--scorer", s)])
+
+    report = capsys.readouterr().out
+    trials = list(Trial.objects.all())
+    assert len(trials) == 4 and {t.status for t in trials} == {TrialStatus.COMPLETED}
+    assert all(t.content.strip() for t in trials)
+    scores = list(Score.objects.all())
+    assert len(scores) == 4 + 4 + 2  # contains and judge on every answer; pairwise per item
+    assert all(s.value is not None or s.error for s in scores)
+    # Held to the verdict's JSON schema, even this model's verdicts can be read.
+    judged = [s for s in scores if s.scorer != "contains"]
+    assert all(s.value is not None for s in judged), [s.error for s in judged]
+    assert "Smol v1 (baseline)" in report and "pairwise" in report
