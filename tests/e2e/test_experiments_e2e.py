@@ -35,7 +35,7 @@ def fruit(role: str, i: int, repeat: int) -> str:
 @pytest.fixture
 def rater(django_user_model) -> User:
     user = django_user_model.objects.create_user("rater", password="rater-pass-123", is_staff=True)
-    return grant(user, "view_experiment", "rate_experiment")
+    return grant(user, "view_experiment", "change_experiment", "rate_experiment")
 
 
 def a_is_baseline(page: Page) -> bool:
