@@ -23,6 +23,10 @@ from evals_app.scorers import REGISTRY, SpecError, build
 from sessions_app.models import Agent, AgentVersion
 
 EVEN = 0.5  # the pairwise scorer's value for "as good as the baseline"
+# Fewer paired items cannot tell two versions apart at 95 %: even when every item goes the same
+# way, a sign test needs six (two-sided p = 2 / 2**6 < 0.05), while the bootstrap of identical
+# differences would give an interval of no width.
+MIN_PAIRED = 6
 CHUNK = 2000
 
 
@@ -76,15 +80,21 @@ class ScoreFigures:
     losses: int | None = None
 
     @property
+    def paired_items(self) -> int:
+        return (self.wins or 0) + (self.ties or 0) + (self.losses or 0)
+
+    @property
     def within_noise(self) -> bool | None:
         if self.difference_low is None or self.difference_high is None:
             return None
+        if self.paired_items < MIN_PAIRED:
+            return True
         return self.difference_low <= 0.0 <= self.difference_high
 
     @property
     def worse(self) -> bool:
         """Worse than the baseline beyond noise: the whole interval below no difference."""
-        return self.difference_high is not None and self.difference_high < 0.0
+        return self.within_noise is False and self.difference_high < 0.0  # type: ignore[operator]
 
 
 class WorseItem(NamedTuple):
@@ -114,12 +124,35 @@ class Report:
         return any(f.worse for f in self.scores if f.version_id != self.baseline_id)
 
     def below(self, min_score: float) -> bool:
-        """A candidate whose mean on some scorer is under `min_score`."""
+        """A candidate whose mean on some scorer is under `min_score`, on a scale of 0 to 1 (a
+        judge's 1 to 5 read as 0, 0.25 … 1), so one threshold fits every scorer."""
+        scales = {info.key: info.scale for info in self.scorers}
         return any(
-            f.mean is not None and f.mean < min_score
-            for f in self.scores
-            if f.version_id != self.baseline_id
+            f.mean is not None and _share(f.mean, scales.get(f.scorer, (0.0, 1.0))) < min_score
+            for f in self.candidates()
         )
+
+    def candidates(self) -> list[ScoreFigures]:
+        return [f for f in self.scores if f.version_id != self.baseline_id]
+
+    def unvouched(self) -> list[str]:
+        """Why the figures cannot vouch for the candidates: the experiment did not complete,
+        or a candidate's answers or scores failed (a failed answer has no score, so its mean
+        alone would look fine)."""
+        reasons = []
+        status = self.experiment.get("status")
+        if status != "completed":
+            reasons.append(f"the experiment ended {status}")
+        labels = {v.version_id: v.label for v in self.versions}
+        for v in self.versions:
+            if not v.baseline and v.errors:
+                reasons.append(f"{v.errors} answer(s) of {v.label} failed")
+        names = {info.key: info.label for info in self.scorers}
+        for f in self.candidates():
+            if f.errors:
+                scorer = names.get(f.scorer, f.scorer)
+                reasons.append(f"{f.errors} {scorer} score(s) of {labels[f.version_id]} failed")
+        return reasons
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -134,6 +167,11 @@ class Report:
         return next(
             (f for f in self.scores if f.version_id == version_id and f.scorer == key), None
         )
+
+
+def _share(value: float, scale: tuple[float, float]) -> float:
+    low, high = scale
+    return (value - low) / (high - low) if high > low else value
 
 
 def build_report(experiment: Experiment) -> Report:

@@ -87,6 +87,31 @@ def test_a_score_under_the_minimum_fails_the_gate(questions, upstream):
         )  # fmt: skip
 
 
+def candidate_fails(request) -> Reply:
+    if kit.sent_by(request) == "baseline":
+        return Reply("Answer " + kit.asked(request).split()[-1].rstrip("?") + ".")
+    return Reply(status=500)
+
+
+def test_a_candidate_whose_answers_failed_fails_the_gate(questions, upstream):
+    # Its failed answers have no scores: its mean alone would say nothing is wrong.
+    with kit.answering(upstream, candidate_fails):
+        with pytest.raises(CommandError) as failed:
+            evaluate(*AGENTS, "--scorer", "contains", "--fail-on-regression", "--min-score", "0")
+    assert failed.value.returncode == 1
+    assert "Cannot vouch for the candidates: 10 answer(s) of Assistant v3 draft failed" in str(
+        failed.value
+    )
+
+
+def test_an_experiment_stopped_at_its_budget_fails_the_gate(questions, upstream):
+    with pytest.raises(CommandError) as failed:
+        evaluate(*AGENTS, "--scorer", "contains", "--budget-tokens", "1", "--concurrency", "1",
+                 "--fail-on-regression")  # fmt: skip
+    assert failed.value.returncode == 1
+    assert "the experiment ended budget" in str(failed.value)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -216,3 +216,30 @@ def test_the_report_reads_no_answer_text(table):
         build_report(experiment)
     assert not any('"content"' in q["sql"] for q in queries.captured_queries)
     assert len(queries.captured_queries) < 10
+
+
+def test_the_minimum_score_reads_every_scorer_on_a_scale_of_0_to_1(table):
+    experiment, versions, _, _ = table
+    experiment.versions.remove(versions["worse"])
+    report = build_report(experiment)
+    # The close candidate: exact 5/6, judge 4 on 1 to 5 (0.75), pairwise win rate 0.79.
+    assert report.below(0.76)
+    assert not report.below(0.74)
+
+
+@pytest.mark.parametrize(("items", "beyond_noise"), [(5, False), (6, True)])
+def test_six_paired_items_at_least_to_tell_two_versions_apart(agent, items, beyond_noise):
+    dataset = Dataset.objects.create(name="few")
+    base, worse = agent.live_version, rows.draft(agent, instructions="Answer wrongly.")
+    experiment = rows.experiment(dataset, base, worse, scorers=["exact"])
+    for i in range(items):
+        item = rows.item(dataset, f"Question {i}?", f"Answer {i}")
+        rows.score(rows.trial(experiment, item, base, "right"), "exact", 1)
+        rows.score(rows.trial(experiment, item, worse, "wrong"), "exact", 0)
+
+    report = build_report(experiment)
+
+    [figures] = [f for f in report.candidates() if f.scorer == "exact"]
+    assert (figures.losses, figures.difference) == (items, -1.0)
+    assert figures.within_noise is not beyond_noise
+    assert report.regressed is beyond_noise

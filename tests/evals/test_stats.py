@@ -88,3 +88,12 @@ def test_percentiles_interpolate_between_values():
     assert stats.percentile([4, 1, 3, 2], 50) == 2.5
     assert stats.percentile([1, 2, 3, 4], 95) == pytest.approx(3.85)
     assert stats.percentile([5], 95) == 5.0
+
+
+def test_resamples_drawn_in_blocks_are_the_ones_a_single_draw_gives():
+    values = [0.0, 1.0, 0.5, 1.0, 0.0, 0.25, 1.0]
+    rng = np.random.default_rng(7)
+    at_once = np.asarray(values)[rng.integers(0, 7, size=(2000, 7))].mean(axis=1)
+    expected = np.percentile(at_once, [2.5, 97.5])
+    _, low, high = stats.bootstrap_mean(values, seed=7)
+    assert (low, high) == (float(expected[0]), float(expected[1]))

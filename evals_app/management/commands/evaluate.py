@@ -77,7 +77,12 @@ class Command(BaseCommand):
             action="store_true",
             help="Exit 1 when a candidate is worse than the baseline beyond noise.",
         )
-        parser.add_argument("--min-score", type=float, help="Exit 1 when a mean is under this.")
+        parser.add_argument(
+            "--min-score",
+            type=float,
+            help="Exit 1 when a candidate's mean is under this, on a scale of 0 to 1 for every "
+            "scorer (a judge's 1 to 5 read as 0 to 1).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         experiment = self._resumed(options) if options["resume"] else self._created(options)
@@ -149,6 +154,9 @@ class Command(BaseCommand):
             self.stderr.write(f"The experiment ended {experiment.status}: {note}")
         if experiment.status == ExperimentStatus.FAILED:
             raise CommandError(experiment.error or "The experiment failed.")
+        gating = options["fail_on_regression"] or options["min_score"] is not None
+        if gating and report.unvouched():
+            raise CommandError("Cannot vouch for the candidates: " + "; ".join(report.unvouched()))
         if options["fail_on_regression"] and report.regressed:
             raise CommandError("A candidate is worse than the baseline beyond noise.")
         minimum = options["min_score"]
