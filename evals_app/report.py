@@ -336,7 +336,7 @@ def _info_of_key(key: str) -> ScorerInfo:
     cls = REGISTRY.get(name)
     if cls is None:
         return ScorerInfo(key, name, name, (0.0, 1.0))
-    scale = (1.0, 5.0) if name == "judge" else tuple(cls.scale)
+    scale = tuple(cls.scale)
     return ScorerInfo(key, name, f"{cls.label} (earlier options)", scale, cls.pairwise)
 
 

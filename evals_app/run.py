@@ -216,7 +216,9 @@ class ExperimentRun:
 
     async def _score_with(self, scorer: Scorer) -> None:
         after = None
-        while not self.stops_scoring():
+        # Judges spend too: past the budget, what is left stays unscored (a rescore with a
+        # larger budget scores it).
+        while not self.stops_scoring() and not (scorer.needs_judge and self.over_budget()):
             trials = await db(store.unscored)(self.experiment, scorer, after, SCORE_CHUNK)
             if not trials:
                 return

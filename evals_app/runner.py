@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from evals_app import claims, poller
@@ -49,13 +49,16 @@ def cancel(experiment: Experiment) -> None:
     """Stop it: a queued one at once; a running one stops starting trials, its trials in flight
     go back to pending, wherever it runs (heard at its next heartbeat, at once here). One that
     has ended is left as it is."""
-    with transaction.atomic():
-        Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.RUNNING).update(
-            cancel_requested=True
-        )
-        Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.QUEUED).update(
-            status=ExperimentStatus.CANCELLED, cancel_requested=True, finished_at=timezone.now()
-        )
+    # One statement: between two, a claim could turn it from queued to running and neither
+    # would match.
+    queued = Q(status=ExperimentStatus.QUEUED)
+    Experiment.objects.filter(
+        pk=experiment.pk, status__in=(ExperimentStatus.QUEUED, ExperimentStatus.RUNNING)
+    ).update(
+        cancel_requested=True,
+        status=Case(When(queued, then=Value(ExperimentStatus.CANCELLED)), default=F("status")),
+        finished_at=Case(When(queued, then=Value(timezone.now())), default=F("finished_at")),
+    )
     transaction.on_commit(functools.partial(_cancel_here, experiment.pk))
 
 

@@ -54,6 +54,7 @@ class AnswerWriter:
                 self.failure = exc
             else:
                 self.written(answers)
-            for _, done in batch:
-                if not done.done():
-                    done.set_result(None)
+            finally:  # whatever happened, nobody waits for this batch forever
+                for _, done in batch:
+                    if not done.done():
+                        done.set_result(None)

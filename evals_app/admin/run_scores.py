@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from evals_app.models import EvalRule, Score
-from evals_app.scorers import REGISTRY
+from evals_app.scorers import REGISTRY, spec_key
 from sessions_app.admin.extensions import ListFilter, Panel, add_list_filter, add_panel
 from sessions_app.models import Run
 
@@ -26,9 +26,13 @@ def may_view_scores(request: HttpRequest) -> bool:
     return request.user.has_perm("evals_app.view_score")
 
 
-def middle(key: str) -> float:
-    """The middle of the scale of the scorer a key names (0.5 for the scorers from 0 to 1)."""
+def middle(key: str, spec: Any = None) -> float:
+    """The middle of the scale of the scorer a key names (0.5 for the scorers from 0 to 1), its
+    spec's own when it gives one (a judge's "scale")."""
     low, high = getattr(REGISTRY.get(key.partition(":")[0]), "scale", (0.0, 1.0))
+    given = spec.get("scale") if isinstance(spec, dict) else None
+    if isinstance(given, list | tuple) and len(given) == 2:
+        low, high = given
     return (low + high) / 2
 
 
@@ -40,15 +44,15 @@ class LiveScoreFilter(admin.SimpleListFilter):
     parameter_name = "score"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        keys = (
-            Score.objects.filter(run__isnull=False)
-            .order_by("scorer")
-            .values_list("scorer", flat=True)
-            .distinct()
-        )
+        # The rules' scorers, not a DISTINCT over every live score on each load of the list.
+        specs = {
+            spec_key(spec): spec
+            for scorers in EvalRule.objects.values_list("scorers", flat=True)
+            for spec in scorers or []
+        }
         choices = [(SCORED, "Scored"), (UNSCORED, "Not scored")]
-        for key in keys:
-            at = f"{middle(key):g}"
+        for key in sorted(specs):
+            at = f"{middle(key, specs[key]):g}"
             choices += [
                 (f"{key}<{at}", f"{key}: below {at}"),
                 (f"{key}>={at}", f"{key}: {at} or above"),

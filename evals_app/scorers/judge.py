@@ -27,6 +27,7 @@ class Judge(Scorer):
     name = "judge"
     label = "LLM judge"
     needs_judge = True
+    scale = (1.0, 5.0)  # unless its spec gives another
 
     def __init__(self, spec: dict[str, Any], judge: Any = None) -> None:
         super().__init__(spec, judge)

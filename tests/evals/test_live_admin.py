@@ -124,3 +124,10 @@ def test_a_runs_page_shows_its_live_scores(root, scored):
     assert "The scorer failed: boom" in panel
     unscored = root.get(f"{RUNS}{scored['unscored'].pk}/change/").content.decode()
     assert "Not scored: its agent's evaluation rules score a sample" in unscored
+
+
+def test_a_judges_scores_are_split_at_the_middle_of_its_scale(root, agent):
+    EvalRule.objects.create(agent=agent, scorers=[{"name": "judge", "rubric": "Kind?"}])
+    EvalRule.objects.create(agent=agent, scorers=[{"name": "judge", "scale": [0, 10]}])
+    page = root.get(RUNS).content.decode()
+    assert ": below 3</a>" in page and ": below 5</a>" in page

@@ -19,7 +19,7 @@ from evals_app.runner import run_experiment, try_run
 from sessions_app.engine import lifespan
 from sessions_app.process import WORKER_ID
 from testkit.upstream import Reply
-from tests.evals import kit
+from tests.evals import kit, rows
 from tests.support.processes import a_dead_worker
 from tests.support.waiting import until
 
@@ -213,3 +213,14 @@ async def test_a_rescore_scores_again_without_asking_again(upstream):
     assert keys.count(regex) == 6
     values = [s.value async for s in Score.objects.filter(scorer=regex)]
     assert values == [1.0] * 6
+
+
+async def test_judges_stop_at_the_budget_too(upstream):
+    judge = await sync_to_async(rows.judge_agent)()
+    experiment = await made(5, concurrency=1, budget_tokens=1, scorers=["judge"], judge=judge)
+
+    ended = await run_experiment(experiment.pk)
+
+    assert ended.status == "budget"
+    assert len(upstream.requests) == 1  # the one answer; no judge was asked about it
+    assert not await Score.objects.filter(trial__experiment=experiment).aexists()
