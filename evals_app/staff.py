@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from datasets_app.models import Dataset
+from datasets_app.models import Dataset, DatasetItem
 from evals_app.experiments import ExperimentError, create_experiment, scorer_specs
 from evals_app.models import Experiment
 from sessions_app.models import Agent, AgentVersion, User
@@ -46,7 +46,10 @@ def create_for_user(
 ) -> Experiment:
     """An experiment of the versions given by id, or of the agents' live versions; `baseline`
     is one of those ids (default the first). Raises ExperimentError listing what is wrong."""
-    require(user, "add", Experiment)
+    # Making it is seeing it, and replaying a dataset's items through agents is reading them.
+    for action, model in (("add", Experiment), ("view", Experiment), ("view", Dataset),
+                          ("view", DatasetItem), ("view", Agent)):  # fmt: skip
+        require(user, action, model)
     problems = []
     dataset = Dataset.objects.filter(pk=dataset_id).first()
     if dataset is None:

@@ -94,7 +94,7 @@ def _repeats(experiment: Experiment, candidate: Trial) -> list[tuple[int, str, b
 
 @require_GET
 def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> HttpResponse:
-    experiment = experiment_for(request, experiment_id, "view")
+    experiment = experiment_for(request, experiment_id, "view", items=True)
     candidate = _candidate(experiment, trial_id)
     may_send = catalog.may(request.user, catalog.ADD_ITEMS) and candidate.item is not None
     context = {
@@ -122,7 +122,7 @@ def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> Htt
 def send_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> HttpResponse:
     """The candidate's answer to the item's conversation, as a pending item of the chosen
     dataset, to be reviewed there."""
-    experiment = experiment_for(request, experiment_id, "view")
+    experiment = experiment_for(request, experiment_id, "view", items=True)
     if not catalog.may(request.user, catalog.ADD_ITEMS):
         raise PermissionDenied
     candidate = _candidate(experiment, trial_id)

@@ -126,7 +126,9 @@ def versions_of(experiment: Experiment) -> list[AgentVersion]:
     return sorted(versions, key=lambda v: v.pk != experiment.baseline_id)
 
 
-def figures(experiment: Experiment) -> Figures:
+def figures(experiment: Experiment, *, shows_items: bool) -> Figures:
+    """`shows_items`: whether the reader may see the items' words (else an item is its id, and
+    no side-by-side link is offered)."""
     report = build_report(experiment)
     versions = versions_of(experiment)
     base = experiment.baseline_id
@@ -134,11 +136,13 @@ def figures(experiment: Experiment) -> Figures:
     return Figures(
         versions=[_version_row(v, per_version.get(v.pk), base) for v in versions],
         scorers=[_scorer_table(report, info, versions, base) for info in report.scorers],
-        worse=worse_items(experiment, report.worse_items),
+        worse=worse_items(experiment, report.worse_items, shows_items),
     )
 
 
-def worse_items(experiment: Experiment, entries: list[WorseItem]) -> list[dict[str, Any]]:
+def worse_items(
+    experiment: Experiment, entries: list[WorseItem], shows_items: bool
+) -> list[dict[str, Any]]:
     """The first WORSE_SHOWN entries, each opening its candidate's first repeat side by side
     (the view steps through the others)."""
     entries = entries[:WORSE_SHOWN]
@@ -151,13 +155,20 @@ def worse_items(experiment: Experiment, entries: list[WorseItem]) -> list[dict[s
         trial = by_key.get((entry.item_uuid, entry.version_id))
         if trial is None:
             continue
+        url = reverse("admin:evals_app_experiment_compare", args=[experiment.pk, trial.pk])
         shown.append({
-            "item": display.excerpt(str(trial.item), 80) if trial.item else "(item deleted)",
+            "item": _item_name(trial, shows_items),
             "version": str(trial.version),
             "scorer": entry.scorer,
             "baseline": number(entry.baseline),
             "candidate": number(entry.candidate),
             "difference": number(entry.difference, signed=True),
-            "url": reverse("admin:evals_app_experiment_compare", args=[experiment.pk, trial.pk]),
+            "url": url if shows_items else "",
         })  # fmt: skip
     return shown
+
+
+def _item_name(trial: Trial, shows_items: bool) -> str:
+    if trial.item is None:
+        return "(item deleted)"
+    return display.excerpt(str(trial.item), 80) if shows_items else f"item {trial.item_uuid}"

@@ -10,7 +10,10 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 
+from datasets_app.services import catalog
 from evals_app.models import Experiment
+from sessions_app.models import Agent
+from sessions_app.services.permissions import staff_may
 
 Right = Literal["view", "add", "change", "delete", "rate"]
 
@@ -27,8 +30,21 @@ def may(request: HttpRequest, right: Right, obj: Experiment | None = None) -> bo
     return bool(check(request, obj))
 
 
-def experiment_for(request: HttpRequest, experiment_id: Any, right: Right = "view") -> Experiment:
-    if not may(request, right):
+def may_read_items(request: HttpRequest) -> bool:
+    """Whether the pages may show the dataset items' conversations: only to staff who may read
+    them in the datasets' own admin too."""
+    return catalog.may(request.user, catalog.READ + catalog.READ_ITEMS)
+
+
+def may_read_agents(request: HttpRequest) -> bool:
+    return staff_may(request.user, "view", Agent)
+
+
+def experiment_for(
+    request: HttpRequest, experiment_id: Any, right: Right = "view", *, items: bool = False
+) -> Experiment:
+    """`items`: the page shows items' conversations (may_read_items)."""
+    if not may(request, right) or (items and not may_read_items(request)):
         raise PermissionDenied
     try:
         pk = uuid.UUID(str(experiment_id))

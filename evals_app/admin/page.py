@@ -17,7 +17,7 @@ from django_htmx.http import HttpResponseClientRefresh
 from evals_app import blind, experiments, runner
 from evals_app.admin import figures
 from evals_app.admin.forms import ScorerForm
-from evals_app.admin.gate import experiment_for, may
+from evals_app.admin.gate import experiment_for, may, may_read_items
 from evals_app.models import FINISHED_STATUSES, Experiment
 from evals_app.report import build_report
 from evals_app.scorers import SpecError
@@ -82,7 +82,7 @@ def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any
         "versions": figures.versions_of(experiment),
         "scorer_names": _scorer_names(experiment),
         "progress": progress,
-        "figures": figures.figures(experiment),
+        "figures": figures.figures(experiment, shows_items=may_read_items(request)),
         "tallies": blind.tally(experiment),
         "can_change": can_change,
         "can_cancel": can_change and not progress["finished"],

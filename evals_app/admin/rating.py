@@ -50,7 +50,7 @@ def _context(request: HttpRequest, experiment: Experiment) -> dict[str, Any]:
 
 @require_http_methods(["GET", "POST"])
 def rate_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
-    experiment = experiment_for(request, experiment_id, "rate")
+    experiment = experiment_for(request, experiment_id, "rate", items=True)
     if request.method == "GET":
         return TemplateResponse(request, TEMPLATE, _context(request, experiment))
     form = RateForm(request.POST)

@@ -10,7 +10,7 @@ from django.template.response import TemplateResponse
 
 from evals_app import experiments, runner
 from evals_app.admin.forms import StartForm
-from evals_app.admin.gate import may
+from evals_app.admin.gate import may, may_read_agents, may_read_items
 from evals_app.admin.page import page_url
 from evals_app.models import Experiment
 
@@ -23,7 +23,8 @@ FIELDSETS = [
 
 
 def start_view(request: HttpRequest) -> HttpResponse:
-    if not may(request, "add"):
+    # Replaying a dataset's items through agents is reading both.
+    if not (may(request, "add") and may_read_items(request) and may_read_agents(request)):
         raise PermissionDenied
     form = StartForm(request.POST or None)
     if request.method == "POST" and form.is_valid():

@@ -35,7 +35,10 @@ def fruit(role: str, i: int, repeat: int) -> str:
 @pytest.fixture
 def rater(django_user_model) -> User:
     user = django_user_model.objects.create_user("rater", password="rater-pass-123", is_staff=True)
-    return grant(user, "view_experiment", "change_experiment", "rate_experiment")
+    return grant(
+        user, "view_experiment", "change_experiment", "rate_experiment", "view_dataset",
+        "view_datasetitem",
+    )  # fmt: skip
 
 
 def a_is_baseline(page: Page) -> bool:

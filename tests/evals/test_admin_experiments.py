@@ -19,6 +19,7 @@ from tests.support.roles import grant
 pytestmark = pytest.mark.django_db
 
 LIST = "/admin/evals_app/experiment/"
+ITEMS = ("view_dataset", "view_datasetitem")  # to read the items' words
 ADD = LIST + "add/"
 
 
@@ -40,12 +41,12 @@ def signed_in(django_user_model, name: str, *codenames: str) -> Client:
 
 @pytest.fixture
 def viewer(django_user_model) -> Client:
-    return signed_in(django_user_model, "viewer", "view_experiment")
+    return signed_in(django_user_model, "viewer", "view_experiment", *ITEMS)
 
 
 @pytest.fixture
 def operator(django_user_model) -> Client:
-    return signed_in(django_user_model, "operator", "view_experiment", "change_experiment")
+    return signed_in(django_user_model, "operator", "view_experiment", "change_experiment", *ITEMS)
 
 
 @pytest.fixture
@@ -89,6 +90,24 @@ def test_the_list_shows_each_experiment_with_its_versions_status_and_progress(
     only_running = text_of(viewer.get(LIST, {"status__exact": "running"}))
     assert "3 / 6" in only_running and "Brevity" not in only_running
     assert "Start an experiment" not in listed  # viewing is not adding
+
+
+def test_items_words_are_shown_only_to_staff_who_may_read_the_dataset(
+    django_user_model, done, versions
+):
+    reader = signed_in(django_user_model, "numbers", "view_experiment", "rate_experiment")
+    _, _, draft = versions
+    trial = factories.trial_of(done, draft, 0)
+    shown = text_of(reader.get(page(done)))
+    assert "Question 0?" not in shown and f"item {trial.item_uuid}" in shown
+    assert compare(done, trial) not in shown
+    assert reader.get(compare(done, trial)).status_code == 403
+    assert reader.get(page(done, "rate/")).status_code == 403
+    assert reader.get(ADD).status_code == 403
+
+    grant(django_user_model.objects.get(username="numbers"), "view_dataset", "view_datasetitem")
+    assert "Question 0?" in text_of(reader.get(page(done)))
+    assert reader.get(compare(done, trial)).status_code == 200
 
 
 def test_staff_without_the_view_permission_are_refused_every_page(outsider, done, versions):
@@ -135,7 +154,9 @@ def test_a_running_experiment_is_polled_until_it_ends_then_shown_again_whole(vie
 def test_the_form_starts_an_experiment_with_the_chosen_versions_and_scorers(
     django_user_model, qa, versions
 ):
-    starter = signed_in(django_user_model, "starter", "add_experiment", "view_experiment")
+    starter = signed_in(
+        django_user_model, "starter", "add_experiment", "view_experiment", *ITEMS, "view_agent"
+    )
     _, baseline, draft = versions
     form = starter.get(ADD)
     assert "Assistant v2 (draft)" in text_of(form)
@@ -156,7 +177,9 @@ def test_the_form_starts_an_experiment_with_the_chosen_versions_and_scorers(
 
 
 def test_what_the_experiment_cannot_be_shows_on_the_form(django_user_model, qa, versions):
-    starter = signed_in(django_user_model, "starter", "add_experiment", "view_experiment")
+    starter = signed_in(
+        django_user_model, "starter", "add_experiment", "view_experiment", *ITEMS, "view_agent"
+    )
     _, baseline, _ = versions
 
     response = starter.post(ADD, {
@@ -247,9 +270,7 @@ def test_side_by_side_renders_markdown_and_never_the_answers_html(viewer, qa, ve
 def test_the_candidates_answer_is_sent_to_a_dataset_as_a_pending_item(
     django_user_model, done, versions
 ):
-    curator = signed_in(
-        django_user_model, "curator", "view_experiment", "add_datasetitem", "view_dataset"
-    )
+    curator = signed_in(django_user_model, "curator", "view_experiment", "add_datasetitem", *ITEMS)
     _, _, draft = versions
     trial = factories.trial_of(done, draft, 0)
     before = DatasetItem.objects.count()
@@ -308,7 +329,7 @@ def test_the_report_shows_each_versions_figures_from_the_scores(viewer, done):
 def test_an_answer_to_a_whole_sessions_item_joins_the_dataset_that_holds_the_session(
     django_user_model, done, versions, alice
 ):
-    curator = signed_in(django_user_model, "curator", "view_experiment", "add_datasetitem")
+    curator = signed_in(django_user_model, "curator", "view_experiment", "add_datasetitem", *ITEMS)
     _, _, draft = versions
     trial = factories.trial_of(done, draft, 0)
     DatasetItem.objects.filter(pk=trial.item_uuid).update(

@@ -18,6 +18,7 @@ from tests.evals import factories
 from tests.support.roles import grant
 
 LIST = "/admin/evals_app/experiment/"
+ITEMS = ("view_dataset", "view_datasetitem")  # to read the items' words
 AGENT = "Quillfeather"
 
 
@@ -120,12 +121,12 @@ def rater(django_user_model, name: str, *codenames: str) -> Client:
 
 @pytest.fixture
 def ann(django_user_model) -> Client:
-    return rater(django_user_model, "ann", "view_experiment", "rate_experiment")
+    return rater(django_user_model, "ann", "view_experiment", "rate_experiment", *ITEMS)
 
 
 @pytest.fixture
 def ben(django_user_model) -> Client:
-    return rater(django_user_model, "ben", "view_experiment", "rate_experiment")
+    return rater(django_user_model, "ben", "view_experiment", "rate_experiment", *ITEMS)
 
 
 def shown_pair(client: Client, experiment: Experiment) -> tuple[str, bool, str]:
@@ -197,7 +198,7 @@ def test_raters_see_the_pairs_in_orders_of_their_own(rated, django_user_model):
 
 def test_rating_takes_the_right_to_rate_experiments(django_user_model, rated):
     # Changing experiments (cancel, rescore) is another right than judging their answers.
-    viewer = rater(django_user_model, "viewer", "view_experiment", "change_experiment")
+    viewer = rater(django_user_model, "viewer", "view_experiment", "change_experiment", *ITEMS)
     pair = blind.rateable(rated).first()
 
     assert viewer.get(rate_url(rated)).status_code == 403

@@ -30,7 +30,11 @@ def viewer(django_user_model):
 @pytest.fixture
 def runner_staff(django_user_model):
     user = django_user_model.objects.create_user("lead", password="x", is_staff=True)
-    return api_client(grant(user, "view_experiment", "add_experiment", "change_experiment"))
+    return api_client(grant(user, *READS, "view_experiment", "add_experiment", "change_experiment"))
+
+
+# What replaying a dataset through agents reads.
+READS = ("view_dataset", "view_datasetitem", "view_agent")
 
 
 @pytest.fixture
@@ -169,6 +173,25 @@ def test_each_door_asks_its_permission(viewer, alice, setup):
     assert viewer.get(f"{missing}/report").json() == {"detail": "Not found."}
 
 
+@pytest.mark.parametrize(
+    ("rights", "missing"),
+    [
+        (("add_experiment", *READS), "view experiment"),  # it would be made, then not shown
+        (("add_experiment", "view_experiment", "view_agent"), "view dataset"),
+        (("add_experiment", "view_experiment", "view_dataset", "view_agent"), "view dataset item"),
+        (("add_experiment", "view_experiment", "view_dataset", "view_datasetitem"), "view agent"),
+    ],
+)
+def test_making_one_takes_every_right_it_uses_and_nothing_is_made_without(
+    django_user_model, setup, rights, missing
+):
+    user = django_user_model.objects.create_user("maker", password="x", is_staff=True)
+    answer = post(api_client(grant(user, *rights)), "/api/experiments", body(setup))
+    assert answer.status_code == 403
+    assert answer.json() == {"detail": f"You need the “{missing}” permission."}
+    assert not Experiment.objects.exists()
+
+
 def test_a_cancel_ends_a_queued_experiment(runner_staff, setup):
     experiment = an_experiment(setup)
 
@@ -224,7 +247,7 @@ async def test_an_experiment_made_on_a_server_starts_there_at_once(
     @sync_to_async
     def lead():
         user = django_user_model.objects.create_user("lead", password="x", is_staff=True)
-        return asgi_client(grant(user, "view_experiment", "add_experiment"))
+        return asgi_client(grant(user, *READS, "view_experiment", "add_experiment"))
 
     client = await lead()
     made = await client.post("/api/experiments", body(setup))
