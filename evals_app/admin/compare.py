@@ -64,10 +64,38 @@ def _scores(trial: Trial) -> list[dict[str, Any]]:
             "reason": score.reason,
             "error": score.error,
             "judge": str(score.judge_version) if score.judge_version else "",
+            "orders": _orders(score.details),
+            "prompts": _prompts(score.judge_prompt),
         }
         for score in Score.objects.filter(trial=trial)
         .select_related("judge_version__agent")
         .order_by("scorer")
+    ]
+
+
+def _orders(details: Any) -> list[dict[str, str]]:
+    """The pairwise judge's verdict in each order it was asked."""
+    orders = details.get("orders") if isinstance(details, dict) else None
+    return [
+        {
+            "first": str(o.get("first", "")),
+            "winner": str(o.get("winner") or "unread"),
+            "reason": str(o.get("reason") or ""),
+        }
+        for o in orders or []
+        if isinstance(o, dict)
+    ]
+
+
+def _prompts(prompt: Any) -> list[list[dict[str, str]]]:
+    """What the judge was sent: one conversation, or one per order asked (pairwise)."""
+    if not isinstance(prompt, list) or not prompt:
+        return []
+    asked = prompt if isinstance(prompt[0], list) else [prompt]
+    return [
+        [{"role": str(m.get("role")), "content": str(m.get("content") or "")} for m in one]
+        for one in asked
+        if isinstance(one, list)
     ]
 
 

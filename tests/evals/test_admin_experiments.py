@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from datasets_app.models import DatasetItem, ItemStatus
-from evals_app.models import Experiment, ExperimentStatus, TrialStatus
+from evals_app.models import Experiment, ExperimentStatus, Score, TrialStatus
 from tests.evals import factories
 from tests.support.roles import grant
 
@@ -341,3 +341,26 @@ def test_an_answer_to_a_whole_sessions_item_joins_the_dataset_that_holds_the_ses
     item = DatasetItem.objects.get(status=ItemStatus.PENDING)
     assert item.source == "session" and item.owner == alice
     assert item.messages[-1] == {"role": "assistant", "content": "Something else 0."}
+
+
+def test_side_by_side_shows_each_order_of_a_pairwise_verdict_and_what_the_judge_was_asked(
+    viewer, done, versions
+):
+    _, _, draft = versions
+    trial = factories.trial_of(done, draft, 0)
+    orders = [
+        {"first": "baseline", "choice": "A", "winner": "baseline", "reason": "<script>x</script>"},
+        {"first": "candidate", "choice": "A", "winner": "candidate", "reason": "Shorter."},
+    ]
+    asked = [[{"role": "user", "content": f"Which is better? ({n})"}] for n in (1, 2)]
+    Score.objects.create(
+        trial=trial, scorer="pairwise", value=0.5, reason="The two orders disagreed.",
+        details={"orders": orders}, judge_prompt=asked,
+    )  # fmt: skip
+
+    shown = text_of(viewer.get(compare(done, trial)))
+
+    assert "baseline's answer shown first: baseline preferred: &lt;script&gt;x" in shown
+    assert "candidate's answer shown first: candidate preferred: Shorter." in shown
+    assert "<script>x" not in shown
+    assert "Which is better? (1)" in shown and "Which is better? (2)" in shown
