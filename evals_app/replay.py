@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 
 from datasets_app.models import DatasetItem
-from datasets_app.services.snapshot import clean
+from datasets_app.services.snapshot import clean, up_to_last_question
 from sessions_app.models import Agent, AgentVersion, Role, Session
 from sessions_app.services import context
 from sessions_app.services.examples import examples_for
@@ -100,13 +100,10 @@ def conversation_asked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     start = 0
     while start < len(messages) and messages[start].get("role") == Role.SYSTEM:
         start += 1
-    last_user = max(
-        (i for i in range(start, len(messages)) if messages[i].get("role") == Role.USER),
-        default=None,
-    )
-    if last_user is None:
+    asked = up_to_last_question(messages[start:])
+    if not asked:
         raise Unreplayable("The item has no user turn to answer.")
-    return [clean(m) for m in messages[start : last_user + 1]]
+    return [clean(m) for m in asked]
 
 
 def examples_without(candidate: Candidate, item_id: str) -> list[dict[str, Any]]:

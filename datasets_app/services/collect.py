@@ -149,7 +149,9 @@ def add_variant(
     pair's is an experiment's answer (a single turn answered, no pair)."""
     if not answer.strip():
         raise NotCollectable("There is no answer to add.")
-    before = item.messages[:-1] if item.original_answer else item.messages
+    # What the variant's answer was given: the turns up to the question, not the tool rounds
+    # the item's own answer went through.
+    before = snapshot.up_to_last_question(item.messages)
     shot = snapshot.Snapshot([*before, {"role": "assistant", "content": answer}], item.tools, model)
     whole = item.source == ItemSource.SESSION
     fields = {

@@ -165,3 +165,10 @@ def conversation(messages: list[dict[str, Any]], corrected: str = "") -> list[di
 def content_hash(messages: list[dict[str, Any]], corrected: str = "", other: str = "") -> str:
     body = json.dumps([conversation(messages, corrected), other], sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+def up_to_last_question(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as its last user turn asked it: what came after (the answer, and any
+    tool rounds before it) left out. Empty when no user turn is there."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == Role.USER), default=-1)
+    return messages[: last + 1]

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from datasets_app.services.snapshot import EXAMPLE_NAMES, up_to_last_question
 from evals_app.models import Trial
 from sessions_app.admin import transcript
 from sessions_app.models import Role
-
-# Few-shot examples are sent under these names: the version's, not the item's.
-EXAMPLE_NAMES = ("example_user", "example_assistant")
 
 
 def _turn(message: dict[str, Any]) -> transcript.Turn:
@@ -28,7 +26,7 @@ def input_turns(trial: Trial) -> list[transcript.Turn]:
     trial was sent when the item has been deleted since."""
     item = trial.item
     if item is not None:
-        messages = item.messages[:-1] if item.original_answer else item.messages
+        messages = up_to_last_question(item.messages)
     else:
         messages = [m for m in trial.sent_messages or () if m.get("name") not in EXAMPLE_NAMES]
     return [_turn(m) for m in messages if m.get("role") != Role.SYSTEM]

@@ -364,3 +364,27 @@ def test_side_by_side_shows_each_order_of_a_pairwise_verdict_and_what_the_judge_
     assert "candidate's answer shown first: candidate preferred: Shorter." in shown
     assert "<script>x" not in shown
     assert "Which is better? (1)" in shown and "Which is better? (2)" in shown
+
+
+def test_an_items_tool_round_before_its_answer_is_neither_shown_as_input_nor_sent_on(
+    django_user_model, done, versions
+):
+    _, _, draft = versions
+    trial = factories.trial_of(done, draft, 0)
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    messages = [
+        *trial.item.messages[:2],
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "TOOL RESULT"},
+        trial.item.messages[2],
+    ]
+    DatasetItem.objects.filter(pk=trial.item_uuid).update(messages=messages)
+    curator = signed_in(django_user_model, "curator", "view_experiment", "add_datasetitem", *ITEMS)
+
+    shown = text_of(curator.get(compare(done, trial)))
+    assert "Question 0?" in shown and "TOOL RESULT" not in shown
+    curator.post(compare(done, trial) + "send/", {"dataset": done.dataset.pk})
+
+    sent = DatasetItem.objects.get(status=ItemStatus.PENDING)
+    assert [m["role"] for m in sent.messages] == ["system", "user", "assistant"]
+    assert sent.messages[-1]["content"] == "Something else 0."
