@@ -24,6 +24,7 @@ from evals_app.schemas import (
     ExperimentListQuery,
     ReportQuery,
     RescoreIn,
+    ResumeIn,
 )
 from evals_app.staff import create_for_user, experiments_for_user, get_experiment_for_user
 from sessions_app.api.pagination import paginate
@@ -104,6 +105,22 @@ def cancel_experiment(request: HttpRequest, experiment_id: uuid.UUID) -> Any:
     `manage.py evaluate --resume`). Cancelling an ended experiment changes nothing."""
     experiment = get_experiment_for_user(_user(request), experiment_id, "change")
     runner.cancel(experiment)
+    return _detailed(get_experiment_for_user(_user(request), experiment_id))
+
+
+@experiments_router.post(
+    "/{experiment_id}/resume", response={200: ExperimentDetailOut, **WRITE_ERRORS}
+)
+def resume_experiment(
+    request: HttpRequest, experiment_id: uuid.UUID, payload: ResumeIn | None = None
+) -> Any:
+    """Go on with a cancelled, budget-stopped or failed experiment, optionally with a new
+    budget: only what was not answered or scored is asked. Anything else changes nothing."""
+    experiment = get_experiment_for_user(_user(request), experiment_id, "change")
+    budgets = {k: v for k, v in (payload.model_dump() if payload else {}).items() if v is not None}
+    if budgets and experiment.status in runner.RESUMABLE:
+        Experiment.objects.filter(pk=experiment.pk).update(**budgets)
+    runner.request(experiment)
     return _detailed(get_experiment_for_user(_user(request), experiment_id))
 
 

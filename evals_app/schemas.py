@@ -50,6 +50,15 @@ class ExperimentIn(Body):
     name: Annotated[str, StringConstraints(strict=True, max_length=200, pattern=NO_NUL)] = ""
 
 
+class ResumeIn(Body):
+    budget_tokens: (
+        Annotated[int, Field(ge=0, le=2**63 - 1), BeforeValidator(json_integer)] | None
+    ) = Field(None, description="A new token budget; null keeps it.")
+    budget_cost: Annotated[StrictFloat, Field(ge=0, le=float(MAX_COST))] | None = Field(
+        None, description="A new cost budget (USD); null keeps it."
+    )
+
+
 class RescoreIn(Body):
     scorers: list[ScorerSpec] = Field(min_length=1, max_length=20, description=SCORERS)
 

@@ -103,6 +103,7 @@ class ExperimentAdmin(admin.ModelAdmin):
         own = [
             ("progress/", page.progress_view, "progress"),
             ("cancel/", page.cancel_view, "cancel"),
+            ("resume/", page.resume_view, "resume"),
             ("rescore/", page.rescore_view, "rescore"),
             ("report.csv", page.csv_view, "csv"),
             ("report.json", page.json_view, "json"),

@@ -86,11 +86,12 @@ def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any
         "tallies": blind.tally(experiment),
         "can_change": can_change,
         "can_cancel": can_change and not progress["finished"],
+        "can_resume": can_change and experiment.status in runner.RESUMABLE,
         "can_delete": may(request, "delete", experiment),
         "rescore_form": ScorerForm() if can_change else None,
         "urls": {
             name: _url(name, experiment)
-            for name in ("cancel", "rescore", "csv", "json", "rate", "delete")
+            for name in ("cancel", "resume", "rescore", "csv", "json", "rate", "delete")
         },
         "can_rate": can_rate,
         "left_to_rate": blind.unrated(experiment, request.user).count() if can_rate else 0,
@@ -122,6 +123,19 @@ def cancel_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
     else:
         runner.cancel(experiment)
         messages.success(request, "The experiment is cancelled; answers under way are let go.")
+    return HttpResponseRedirect(page_url(experiment))
+
+
+@require_POST
+def resume_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
+    """Go on with a cancelled, budget-stopped or failed experiment: only what was not answered
+    or scored is asked (raise its budget first, on the API, if it stopped at it)."""
+    experiment = experiment_for(request, experiment_id, "change")
+    if experiment.status in runner.RESUMABLE:
+        runner.request(experiment)
+        messages.success(request, "The experiment goes on with what it had left to do.")
+    else:
+        messages.info(request, f"The experiment is {experiment.status}: nothing to resume.")
     return HttpResponseRedirect(page_url(experiment))
 
 

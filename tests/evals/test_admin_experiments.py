@@ -388,3 +388,14 @@ def test_an_items_tool_round_before_its_answer_is_neither_shown_as_input_nor_sen
     sent = DatasetItem.objects.get(status=ItemStatus.PENDING)
     assert [m["role"] for m in sent.messages] == ["system", "user", "assistant"]
     assert sent.messages[-1]["content"] == "Something else 0."
+
+
+def test_a_cancelled_experiment_goes_on_from_its_page(operator, done):
+    Experiment.objects.filter(pk=done.pk).update(status=ExperimentStatus.CANCELLED)
+    assert "resume-experiment" in text_of(operator.get(page(done)))
+
+    assert operator.post(page(done, "resume/")).status_code == 302
+
+    done.refresh_from_db()
+    assert done.status == ExperimentStatus.QUEUED
+    assert "resume-experiment" not in text_of(operator.get(page(done)))

@@ -201,6 +201,20 @@ def test_a_cancel_ends_a_queued_experiment(runner_staff, setup):
     assert answer.json()["status"] == "cancelled" and answer.json()["cancel_requested"]
 
 
+def test_a_stopped_experiment_goes_on_with_a_new_budget(runner_staff, setup):
+    experiment = an_experiment(setup, budget_tokens=10)
+    Experiment.objects.filter(pk=experiment.pk).update(status="budget", error="Stopped at it.")
+    one = f"/api/experiments/{experiment.pk}"
+
+    answer = post(runner_staff, f"{one}/resume", {"budget_tokens": 5000})
+
+    assert answer.status_code == 200
+    assert (answer.json()["status"], answer.json()["budget_tokens"]) == ("queued", 5000)
+    assert post(runner_staff, f"{one}/resume", {"budget_tokens": -1}).status_code == 422
+    Experiment.objects.filter(pk=experiment.pk).update(status="completed")
+    assert post(runner_staff, f"{one}/resume").json()["status"] == "completed"
+
+
 def test_cancelling_an_ended_experiment_changes_nothing(runner_staff, setup):
     experiment = an_experiment(setup)
     Experiment.objects.filter(pk=experiment.pk).update(status="completed")

@@ -251,11 +251,13 @@ DATASET_PAGE = to("/admin/datasets_app/dataset/{object:dataset}/change/")
 AGENT_VERSIONS = to("/admin/sessions_app/agent/{object:agent}/change/#versions")
 EXPERIMENT = "admin/evals_app/experiment/<uuid:experiment_id>/"
 EXPERIMENT_PAGE = to("/admin/evals_app/experiment/{object:experiment}/change/")
-# Reading takes "view experiment"; cancelling, scoring again and rating "change experiment";
+# Reading takes "view experiment"; cancelling, resuming and scoring again "change experiment",
+# rating "rate experiment" (and reading the dataset's items);
 # sending an answer to a dataset also "add dataset item". Forms naming nothing are sent back.
 EXPERIMENT_PAGES = [
     Case("GET", f"{EXPERIMENT}progress/", STAFF_PAGE),
     Case("POST", f"{EXPERIMENT}cancel/", staff(403, EXPERIMENT_PAGE, EXPERIMENT_PAGE)),
+    Case("POST", f"{EXPERIMENT}resume/", staff(403, EXPERIMENT_PAGE, EXPERIMENT_PAGE)),
     Case("POST", f"{EXPERIMENT}rescore/", staff(403, EXPERIMENT_PAGE, EXPERIMENT_PAGE)),
     Case("GET", f"{EXPERIMENT}report.csv", STAFF_PAGE),
     Case("GET", f"{EXPERIMENT}report.json", STAFF_PAGE),
@@ -435,6 +437,7 @@ API = [
     ),
     Case("GET", "/api/experiments/{experiment_id}", API_EXPERIMENTS_READ),
     Case("POST", "/api/experiments/{experiment_id}/cancel", API_EXPERIMENTS_WRITE),
+    Case("POST", "/api/experiments/{experiment_id}/resume", API_EXPERIMENTS_WRITE),
     Case(
         "POST",
         "/api/experiments/{experiment_id}/rescore",
@@ -465,6 +468,7 @@ RIGHTS = {
     ("POST", "/api/experiments"): "add experiment",
     ("GET", "/api/experiments/{experiment_id}"): "view experiment",
     ("POST", "/api/experiments/{experiment_id}/cancel"): "change experiment",
+    ("POST", "/api/experiments/{experiment_id}/resume"): "change experiment",
     ("POST", "/api/experiments/{experiment_id}/rescore"): "change experiment",
     ("GET", "/api/experiments/{experiment_id}/report"): "view experiment",
 }
