@@ -95,13 +95,27 @@ def candidate_fails(request) -> Reply:
 
 def test_a_candidate_whose_answers_failed_fails_the_gate(questions, upstream):
     # Its failed answers have no scores: its mean alone would say nothing is wrong.
+    err = io.StringIO()
     with kit.answering(upstream, candidate_fails):
         with pytest.raises(CommandError) as failed:
-            evaluate(*AGENTS, "--scorer", "contains", "--fail-on-regression", "--min-score", "0")
+            call_command(
+                "evaluate", *AGENTS, "--scorer", "contains", "--fail-on-regression",
+                "--min-score", "0", stdout=io.StringIO(), stderr=err,
+            )  # fmt: skip
     assert failed.value.returncode == 1
+    assert "10 answer(s) failed: " in err.getvalue()
     assert "Cannot vouch for the candidates: 10 answer(s) of Assistant v3 draft failed" in str(
         failed.value
     )
+
+
+def test_without_a_model_endpoint_it_says_so_before_making_anything(questions, settings):
+    settings.LLM_BASE_URL = ""
+    with pytest.raises(CommandError) as refused:
+        evaluate(*AGENTS, "--scorer", "contains")
+    assert refused.value.returncode == 2
+    assert "No model endpoint is configured" in str(refused.value)
+    assert not Experiment.objects.exists()
 
 
 def test_an_experiment_stopped_at_its_budget_fails_the_gate(questions, upstream):
@@ -129,7 +143,7 @@ def test_an_experiment_stopped_at_its_budget_fails_the_gate(questions, upstream)
         (("--resume", "0" * 32, "--dataset", "questions"), "leave out ['--dataset']"),
     ],
 )
-def test_arguments_it_cannot_use_exit_2_saying_why(questions, args, message):
+def test_arguments_it_cannot_use_exit_2_saying_why(questions, upstream, args, message):
     kit.a_judge()
     with pytest.raises(CommandError, match=re.escape(message)) as refused:
         evaluate(*args)

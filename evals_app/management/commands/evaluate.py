@@ -13,13 +13,15 @@ import sys
 import uuid
 from typing import Any, TextIO
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import Count
 from tqdm import tqdm
 
 from evals_app import runner
 from evals_app.experiments import ExperimentError, create_experiment
 from evals_app.experiments import progress as progress_of
-from evals_app.models import Experiment, ExperimentStatus
+from evals_app.models import Experiment, ExperimentStatus, Trial, TrialStatus
 from evals_app.names import Unknown, agent_named, dataset_named, version_named
 from evals_app.report import build_report
 from sessions_app.llm import pool
@@ -92,7 +94,19 @@ class Command(BaseCommand):
         ended = self._run(experiment)
         report = build_report(ended)
         self.stdout.write(report.to_text())
+        self._say_why_answers_failed(ended)
         self._gate(ended, report, options)
+
+    def _say_why_answers_failed(self, experiment: Experiment) -> None:
+        """The distinct reasons answers failed, most frequent first: the report counts them."""
+        failed = (
+            Trial.objects.filter(experiment=experiment, status=TrialStatus.ERROR)
+            .values("error")
+            .annotate(n=Count("pk"))
+            .order_by("-n")[:3]
+        )
+        for row in failed:
+            self.stderr.write(f"{row['n']} answer(s) failed: {row['error']}")
 
     def _created(self, options: dict[str, Any]) -> Experiment:
         if not options["dataset"] or len(options["agent"] or ()) < 2:
@@ -103,6 +117,7 @@ class Command(BaseCommand):
             baseline = versions[0]
             if options["baseline"]:
                 baseline = version_named(options["baseline"])
+            _need_endpoint()
             return create_experiment(
                 dataset=dataset,
                 versions=versions,
@@ -123,6 +138,7 @@ class Command(BaseCommand):
         given = [f"--{name.replace('_', '-')}" for name in DEFINING if options[name] is not None]
         if given:
             raise bad(f"--resume goes on with the experiment as it was made: leave out {given}.")
+        _need_endpoint()
         try:
             experiment = Experiment.objects.get(pk=uuid.UUID(options["resume"]))
         except (ValueError, Experiment.DoesNotExist):
@@ -162,6 +178,16 @@ class Command(BaseCommand):
         minimum = options["min_score"]
         if minimum is not None and report.below(minimum):
             raise CommandError(f"A score is under the minimum of {minimum}.")
+
+
+def _need_endpoint() -> None:
+    if not settings.LLM_BASE_URL:
+        # Every answer would fail: the embedded model runs only inside `serve`.
+        raise bad(
+            "No model endpoint is configured: set LLM_BASE_URL to an OpenAI-compatible "
+            "endpoint, or start the experiment from the admin or POST /api/experiments, "
+            "where the server (and its embedded model) runs it."
+        )
 
 
 def _spec(text: str) -> dict[str, Any] | str:
