@@ -41,13 +41,20 @@ async def made(items: int, **fields) -> Experiment:
 
 async def test_no_more_model_calls_at_once_than_its_concurrency(upstream):
     experiment = await made(12, concurrency=3)
+    held = threading.Event()
+    upstream.script(*[Reply("Held answer.", held=held) for _ in range(3)])
 
     with kit.answering(upstream, slow):
-        ended = await run_experiment(experiment.pk)
+        run = asyncio.create_task(run_experiment(experiment.pk))
+        await upstream.wait_for_requests(3)
+        # With three answers held, a fourth call would be a fourth at once: none comes.
+        await asyncio.sleep(0.3)
+        assert len(upstream.requests) == 3
+        held.set()
+        ended = await run
 
     assert ended.status == "completed"
     assert await sync_to_async(kit.statuses)(experiment) == {"completed": 24}
-    assert upstream.peak_streams == 3
     assert set(kit.asks_per_trial(upstream.requests).values()) == {1}
 
 
