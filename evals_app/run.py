@@ -219,11 +219,11 @@ class ExperimentRun:
         # Judges spend too: past the budget, what is left stays unscored (a rescore with a
         # larger budget scores it).
         while not self.stops_scoring() and not (scorer.needs_judge and self.over_budget()):
-            trials = await db(store.unscored)(self.experiment, scorer, after, SCORE_CHUNK)
-            if not trials:
+            ids = await db(store.unscored)(self.experiment, scorer, after, SCORE_CHUNK)
+            if not ids:
                 return
-            after = trials[-1].pk
-            await score_trials(self.experiment, trials, [scorer])
+            after = ids[-1]
+            await score_trials(self.experiment, ids, [scorer])
             if scorer.needs_judge:  # score_trials added what the judge spent
                 self.used_tokens, self.used_cost = await db(store.spending)(self.id)
 

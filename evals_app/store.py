@@ -154,9 +154,11 @@ def spend(experiment_id: Any, tokens: int, cost: Decimal) -> None:
         )
 
 
-def unscored(experiment: Experiment, scorer: Scorer, after: Any, size: int) -> list[Trial]:
-    """Answers the scorer has not scored yet, by id from `after` on. A pairwise scorer judges
-    candidates against the baseline, so the baseline's own answers are not its to score."""
+def unscored(experiment: Experiment, scorer: Scorer, after: Any, size: int) -> list[Any]:
+    """The ids of answers the scorer has not scored yet, from `after` on. A pairwise scorer
+    judges candidates against the baseline, so the baseline's own answers are not its to score.
+    Ids alone: scoring reads each trial as it needs it, and reading whole trials, items and
+    versions here as well was a quarter of the database work of an experiment."""
     done = Score.objects.filter(trial=OuterRef("pk"), scorer=scorer.key)
     trials = Trial.objects.filter(experiment=experiment, status=TrialStatus.COMPLETED)
     trials = trials.filter(~Exists(done))
@@ -164,7 +166,7 @@ def unscored(experiment: Experiment, scorer: Scorer, after: Any, size: int) -> l
         trials = trials.exclude(version_id=experiment.baseline_id)
     if after is not None:
         trials = trials.filter(pk__gt=after)
-    return list(trials.select_related("item", "version").order_by("pk")[:size])
+    return list(trials.order_by("pk").values_list("pk", flat=True)[:size])
 
 
 def spending(experiment_id: Any) -> tuple[int, Decimal]:
