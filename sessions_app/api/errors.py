@@ -35,25 +35,8 @@ def install_error_handlers(api: NinjaAPI) -> None:
 
         return handler
 
-    def unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
-        message = str(exc) if isinstance(exc, TokenExpired) else UNAUTHENTICATED
-        response = api.create_response(request, {"detail": message}, status=401)
-        response["WWW-Authenticate"] = 'Bearer realm="parley"'
-        return response
-
     def input_error(request: HttpRequest, exc: InputError) -> HttpResponse:
         return api.create_response(request, {"detail": exc.message}, status=exc.status)
-
-    def rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
-        response = api.create_response(request, {"detail": str(exc)}, status=429)
-        response["Retry-After"] = str(exc.seconds)
-        return response
-
-    def not_serving(request: HttpRequest, exc: NotServing) -> HttpResponse:
-        # The server is stopping; another process (or this one, restarted) takes the retry.
-        response = api.create_response(request, {"detail": str(exc)}, status=503)
-        response["Retry-After"] = str(NOT_SERVING_RETRY_SECONDS)
-        return response
 
     def invalid_config(request: HttpRequest, exc: InvalidConfig) -> HttpResponse:
         # A list of problems, each at its field, as a body that fails its schema answers.
@@ -76,17 +59,14 @@ def install_error_handlers(api: NinjaAPI) -> None:
         # its schema: a bug to surface as a 500, not a 422 blamed on the client.
         return api.on_exception(request, RuntimeError(f"Response failed validation: {exc}"))
 
-    api.add_exception_handler(AuthenticationError, unauthenticated)
-    api.add_exception_handler(Unauthorized, unauthenticated)  # a token claim, refused late
+    _install_retry_and_auth_handlers(api)
     api.add_exception_handler(NotFound, detail(404, lambda exc: NOT_FOUND))
     api.add_exception_handler(Http404, detail(404, lambda exc: NOT_FOUND))
     api.add_exception_handler(PermissionDenied, detail(403, lambda e: str(e) or "Forbidden."))
     api.add_exception_handler(RunConflict, detail(409, str))
-    api.add_exception_handler(NotServing, not_serving)  # type: ignore[arg-type]
     api.add_exception_handler(SessionBusy, detail(409, str))
     api.add_exception_handler(SessionIdTaken, detail(409, str))
     api.add_exception_handler(InputError, input_error)  # type: ignore[arg-type]
-    api.add_exception_handler(RateLimited, rate_limited)  # type: ignore[arg-type]
     api.add_exception_handler(
         RequestDataTooBig, detail(413, lambda exc: "The request body is too large.")
     )
@@ -96,3 +76,29 @@ def install_error_handlers(api: NinjaAPI) -> None:
     for failure in (OperationalError, InterfaceError, InternalError):
         api.add_exception_handler(failure, database_outage)
     api.add_exception_handler(pydantic.ValidationError, server_bug)
+
+
+def _install_retry_and_auth_handlers(api: NinjaAPI) -> None:
+    """The answers that carry a header telling the client what to do next: sign in, or retry."""
+
+    def unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
+        message = str(exc) if isinstance(exc, TokenExpired) else UNAUTHENTICATED
+        response = api.create_response(request, {"detail": message}, status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="parley"'
+        return response
+
+    def rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
+        response = api.create_response(request, {"detail": str(exc)}, status=429)
+        response["Retry-After"] = str(exc.seconds)
+        return response
+
+    def not_serving(request: HttpRequest, exc: NotServing) -> HttpResponse:
+        # The server is stopping; another process (or this one, restarted) takes the retry.
+        response = api.create_response(request, {"detail": str(exc)}, status=503)
+        response["Retry-After"] = str(NOT_SERVING_RETRY_SECONDS)
+        return response
+
+    api.add_exception_handler(AuthenticationError, unauthenticated)
+    api.add_exception_handler(Unauthorized, unauthenticated)  # a token claim, refused late
+    api.add_exception_handler(RateLimited, rate_limited)  # type: ignore[arg-type]
+    api.add_exception_handler(NotServing, not_serving)  # type: ignore[arg-type]
