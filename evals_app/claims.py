@@ -63,13 +63,14 @@ def _claimable(row: dict[str, Any], local: Collection[Any]) -> Q | None:
     return None
 
 
-def claim(experiment_id: Any, local: Collection[Any] = ()) -> bool:
-    """Take the experiment for this process if nobody live runs it; whether it was taken."""
+def claim(experiment_id: Any, local: Collection[Any] = ()) -> str | None:
+    """Take the experiment for this process if nobody live runs it: the status it was taken
+    from (queued, or running for a process gone), None if it was not taken."""
     fields = ("experiment_id", "status", "worker", "heartbeat_at")
     row = Experiment.objects.filter(pk=experiment_id).values(*fields).first()
     condition = None if row is None else _claimable(row, local)
-    if condition is None:
-        return False
+    if row is None or condition is None:
+        return None
     now = timezone.now()
     with transaction.atomic():
         taken = Experiment.objects.filter(condition, pk=experiment_id).update(
@@ -80,7 +81,7 @@ def claim(experiment_id: Any, local: Collection[Any] = ()) -> bool:
         )
         if taken:
             _unclaim_trials(experiment_id)
-    return bool(taken)
+    return row["status"] if taken else None
 
 
 def claimable(local: Collection[Any] = (), limit: int = 5) -> list[Any]:

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from evals_app.experiments import create_experiment
-from evals_app.models import Experiment, Trial, TrialStatus
+from evals_app.models import Experiment, Score, Trial, TrialStatus
 from testkit.upstream import Reply
 from tests.conftest import ROOT, subprocess_env
 from tests.evals import kit
@@ -167,7 +167,8 @@ def test_killed_it_resumes_and_no_stored_answer_is_asked_twice(questions, upstre
 
     with kit.answering(upstream, slow):
         child = subprocess.Popen(
-            [sys.executable, "manage.py", "evaluate", *AGENTS, "--concurrency", "2"],
+            [sys.executable, "manage.py", "evaluate", *AGENTS, "--concurrency", "2",
+             "--scorer", "contains"],
             cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         try:

@@ -158,6 +158,34 @@ async def test_a_dead_processs_experiment_resumes_without_asking_an_answer_twice
     assert kept.count("answered before") == 2
 
 
+async def test_a_dead_processs_cancelled_experiment_ends_cancelled_asking_nothing(upstream):
+    judge = await sync_to_async(rows.judge_agent)()
+    experiment = await made(4, scorers=["judge"], judge=judge)
+    await left_by(a_dead_worker(), experiment)
+    await Experiment.objects.filter(pk=experiment.pk).aupdate(cancel_requested=True)
+
+    ended = await run_experiment(experiment.pk)
+
+    # Cancelled before it died: neither its answers nor its judges go on.
+    assert ended.status == "cancelled"
+    assert upstream.requests == []
+    assert not await Score.objects.filter(trial__experiment=experiment).aexists()
+
+
+async def test_a_rescore_of_a_cancelled_experiment_scores_what_it_answered(upstream):
+    experiment = await made(4, concurrency=1)
+    await left_by(a_dead_worker(), experiment)
+    await sync_to_async(runner.cancel)(experiment)
+    await Experiment.objects.filter(pk=experiment.pk).aupdate(status="cancelled", worker="")
+
+    await sync_to_async(runner.rescore)(experiment, ["contains"])
+    ended = await run_experiment(experiment.pk)
+
+    assert ended.status == "cancelled"
+    assert upstream.requests == []  # no answer asked
+    assert await Score.objects.filter(trial__experiment=experiment).acount() == 2
+
+
 async def test_another_hosts_experiment_is_taken_only_once_its_heartbeat_is_stale(
     upstream, settings
 ):
