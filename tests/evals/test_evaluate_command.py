@@ -179,6 +179,9 @@ def test_killed_it_resumes_and_no_stored_answer_is_asked_twice(questions, upstre
         experiment = Experiment.objects.get()
         stored = stored_answers(experiment)
         assert experiment.status == "running"  # as the killed process left it
+        # A scorer that asks no model scored each answer as it was stored: none is waiting.
+        scored = Score.objects.filter(scorer="contains").values_list("trial_id", flat=True)
+        assert {str(pk) for pk in scored} == {pk for pk, _ in stored.values()}
 
         resumed = manage("--resume", str(experiment.pk))
 
@@ -193,6 +196,36 @@ def test_killed_it_resumes_and_no_stored_answer_is_asked_twice(questions, upstre
     assert all(asks[trial] == 1 for trial in stored)
     # Asked twice: only what was in flight as it was killed (at most its concurrency).
     assert sum(asks.values()) - 20 <= 2
+
+
+def test_ctrl_c_cancels_it_and_resume_finishes_it(questions, upstream):
+    def slow(request) -> Reply:
+        return Reply(f"Slowly: {kit.asked(request)}", first_delay=0.15)
+
+    with kit.answering(upstream, slow):
+        child = subprocess.Popen(
+            [sys.executable, "manage.py", "evaluate", *AGENTS, "--concurrency", "2"],
+            cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            assert wait_for(lambda: answered() >= 4), "no answers stored"
+        finally:
+            child.send_signal(signal.SIGINT)
+            _, err = child.communicate(timeout=30)
+        experiment = Experiment.objects.get()
+        assert child.returncode == 130, err
+        assert f"Stopped and cancelled; go on with --resume {experiment.pk}" in err
+        # Left cancelled, not queued: no server picks it up and spends on it unasked.
+        assert experiment.status == "cancelled"
+        assert Trial.objects.filter(status=TrialStatus.PENDING).exists()
+
+        resumed = manage("--resume", str(experiment.pk))
+
+    assert resumed.returncode == 0, resumed.stderr
+    experiment.refresh_from_db()
+    assert experiment.status == "completed"
+    assert Trial.objects.filter(status=TrialStatus.COMPLETED).count() == 20
 
 
 def test_two_processes_run_one_experiment_once(questions, upstream):

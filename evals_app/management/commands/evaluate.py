@@ -160,8 +160,10 @@ class Command(BaseCommand):
             try:
                 return asyncio.run(_see_through(experiment.pk, show))
             except KeyboardInterrupt:
+                # Cancelled, not left queued: a server would otherwise go on spending on it.
+                runner.cancel(experiment)
                 raise CommandError(
-                    f"Stopped; go on with --resume {experiment.pk}.", returncode=130
+                    f"Stopped and cancelled; go on with --resume {experiment.pk}.", returncode=130
                 ) from None
 
     def _gate(self, experiment: Experiment, report: Any, options: dict[str, Any]) -> None:
