@@ -117,6 +117,16 @@ class LiveScoring:
         self.waiting.append(ended)
         self._staff()
 
+    async def stopping(self) -> None:
+        """The engine stops: what waits is not scored (scoring after the answer never holds a
+        server back from stopping), and the log says how much."""
+        left = sum(len(j.run_ids) if isinstance(j, Ended) else 1 for j in self.waiting)
+        self.waiting.clear()
+        for task in self.workers:
+            task.cancel()
+        if left:
+            log.warning("%d run(s) left unscored: the server stopped first", left)
+
     async def drain(self) -> None:
         """Until every run waiting is scored (tests use it)."""
         while working := [t for t in self.workers if not t.done()]:
@@ -227,3 +237,4 @@ def connect() -> None:
     run_rated.connect(on_run_rated, dispatch_uid="evals_app.live.rated")
     post_save.connect(rules.forget, sender=EvalRule, dispatch_uid="evals_app.live.saved")
     post_delete.connect(rules.forget, sender=EvalRule, dispatch_uid="evals_app.live.deleted")
+    lifespan.on_stop(scoring.stopping)
