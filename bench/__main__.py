@@ -90,7 +90,8 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         default="",
         metavar="REV",
         help="as --against, but the second Parley runs the code of this commit (from a git "
-        "worktree, with a database of its own); with --against, also those settings",
+        "worktree, with a database of its own); with --against, also those settings; with "
+        "--only evaluation, fig 9's experiments run by this commit's code beside them",
     )
     parser.add_argument(
         "--profile",
@@ -108,8 +109,12 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     if any(not name or not sep for name, sep, _ in settings):
         parser.error("--against takes NAME=VALUE settings")
     against = {name: value for name, _, value in settings}
-    if (against or args.against_ref) and only:
-        parser.error("--against and --against-ref run their own comparison; leave out --only")
+    # Fig 9 takes --against-ref itself: B's experiments run by the other commit's code.
+    if (against or args.against_ref) and only and (against or only != ["evaluation"]):
+        parser.error(
+            "--against and --against-ref run their own comparison; leave out --only "
+            "(or give --against-ref with --only evaluation)"
+        )
     opts = Options(
         quick=args.quick,
         only=only,
@@ -139,6 +144,8 @@ def cpu_check() -> float:
 
 
 def _selected(opts: Options) -> list[str]:
+    if opts.against_ref and opts.only == ["evaluation"]:
+        return ["evaluation"]
     if opts.against or opts.against_ref:
         return ["compare"]
     return [name for name in FIGURES if name != "compare" and (not opts.only or name in opts.only)]

@@ -46,28 +46,39 @@ class Plan:
         self.sizes = QUICK_SIZES if quick else SIZES
         self.heap_sizes = QUICK_HEAP_SIZES if quick else HEAP_SIZES
 
-    def steps(self) -> int:
-        return 1 + 2 * len(SCRIPTS) * self.rounds + len(self.sizes) + len(self.heap_sizes)
+    def steps(self, kinds: int) -> int:
+        measures = kinds * len(SCRIPTS) * self.rounds + len(self.sizes) + len(self.heap_sizes)
+        return kinds - 1 + measures  # a seeding each for Parley and B
 
 
-async def _helper(bench: Bench, *args: str) -> dict[str, Any]:
-    return await asyncio.to_thread(bench.stack.helper, *args)
+def _kinds(bench: Bench) -> tuple[str, ...]:
+    """Parley, the direct calls and, with --against-ref, B: the other commit's Parley."""
+    return ("parley", "direct", "parley_b") if bench.stack.ref else ("parley", "direct")
+
+
+async def _helper(bench: Bench, *args: str, b: bool = False) -> dict[str, Any]:
+    """`b`: with B's code and database (--against-ref)."""
+    ref = bench.stack.ref if b else None
+    return await asyncio.to_thread(bench.stack.helper, *args, ref=ref)
 
 
 async def _throughput(
-    bench: Bench, plan: Plan, seeded: dict[str, Any], bar: tqdm
+    bench: Bench, plan: Plan, seeded: dict[str, dict[str, Any]], bar: tqdm
 ) -> dict[int, Results]:
-    """Per script, Parley's and the direct calls' results, round by round, taking turns."""
-    name = seeded["names"][str(plan.items)]
-    found: dict[int, Results] = {tokens: {"parley": [], "direct": []} for tokens in SCRIPTS}
+    """Per script, each kind's results, round by round, taking turns: each round starts one
+    kind later than the last."""
+    kinds = _kinds(bench)
+    found: dict[int, Results] = {tokens: {kind: [] for kind in kinds} for tokens in SCRIPTS}
     for round_ in range(plan.rounds):
         for tokens in SCRIPTS:
-            versions = seeded["versions"][str(tokens)]
-            order = ("parley", "direct") if round_ % 2 == 0 else ("direct", "parley")
-            for kind in order:
+            shift = round_ % len(kinds)
+            for kind in kinds[shift:] + kinds[:shift]:
                 bar.set_postfix_str(f"{kind}, {tokens} tokens, round {round_ + 1}")
+                of = seeded["parley_b" if kind == "parley_b" else "parley"]
+                name, versions = of["names"][str(plan.items)], of["versions"][str(tokens)]
+                command = "eval-direct" if kind == "direct" else "eval-parley"
                 result = await _helper(
-                    bench, f"eval-{kind}", "--name", name, "--versions", *versions
+                    bench, command, "--name", name, "--versions", *versions, b=kind == "parley_b"
                 )
                 found[tokens][kind].append(result)
                 bar.update()
@@ -113,6 +124,13 @@ def _throughput_rows(bench: Bench, plan: Plan, found: dict[int, Results]) -> Non
             Row("9", f"CPU per trial · {LABELS[tokens]}", "ms", (cpu, None),
                 reference="the same calls made directly", ref=(cpu_direct, None))
         )  # fmt: skip
+        if "parley_b" in results:
+            b = max(_rate(r) for r in results["parley_b"])
+            bench.add(
+                Row("9 A/B", f"experiment trials/s · {what}", "trials/s", (parley, None),
+                    reference=f"B: {bench.stack.ref.commit}", ref=(b, None),
+                    lower_is_better=False)
+            )  # fmt: skip
         rounds = "; ".join(
             f"{kind} " + ", ".join(f"{_rate(r):,.0f}" for r in runs)
             for kind, runs in results.items()
@@ -163,15 +181,20 @@ async def run(bench: Bench) -> None:
     plan = Plan(bench.opts.quick)
     sizes = sorted({plan.items, *plan.sizes, *plan.heap_sizes})
     tokens = [str(t) for t in SCRIPTS]
-    bar = tqdm(total=plan.steps(), desc="fig 9 evaluation", unit="step")
+    kinds = _kinds(bench)
+    bar = tqdm(total=plan.steps(len(kinds)), desc="fig 9 evaluation", unit="step")
     try:
-        bar.set_postfix_str("seeding")
-        items = [str(size) for size in sizes]
-        seeded = await _helper(bench, "seed-eval", "--items", *items, "--tokens", *tokens)
-        bar.update()
+        seeded = {}
+        for kind in ("parley", "parley_b")[: len(kinds) - 1]:
+            bar.set_postfix_str(f"seeding {kind}")
+            # B seeds only what its rounds run; the memory runs are Parley's alone.
+            items = [str(size) for size in (sizes if kind == "parley" else [plan.items])]
+            seed = ["seed-eval", "--items", *items, "--tokens", *tokens]
+            seeded[kind] = await _helper(bench, *seed, b=kind == "parley_b")
+            bar.update()
         found = await _throughput(bench, plan, seeded, bar)
-        measured = await _memory(bench, seeded, plan.sizes, bar, trace=False)
-        heaps = await _memory(bench, seeded, plan.heap_sizes, bar, trace=True)
+        measured = await _memory(bench, seeded["parley"], plan.sizes, bar, trace=False)
+        heaps = await _memory(bench, seeded["parley"], plan.heap_sizes, bar, trace=True)
     finally:
         bar.close()
     runs = [r for results in found.values() for kind in results.values() for r in kind]

@@ -2,9 +2,8 @@
 
 Its pending trials are read a chunk at a time and asked with at most `concurrency` model calls at
 once; answers are written in batches (whatever ended while the last batch was being written),
-each with what it spent and the scores of the scorers that ask no model, so a kill loses at most
-the answers in flight. Then the other scorers (judges) score the answers, each what it has not
-scored yet. A heartbeat vouches for the claim and hears
+each with what it spent, so a kill loses at most the answers in flight. Then the answers are
+scored, each scorer on what it has not scored yet. A heartbeat vouches for the claim and hears
 of a cancel asked elsewhere. It stops starting trials at a cancel, at its budget (those in
 flight finish) or when another process took it over (it had stopped vouching).
 """
@@ -25,7 +24,7 @@ from evals_app import asking, claims, replay, store
 from evals_app.experiments import progress as progress_of
 from evals_app.models import Experiment, ExperimentStatus, Trial, TrialStatus
 from evals_app.scorers import Scorer, SpecError, build
-from evals_app.scoring import instant_scores, score_trials
+from evals_app.scoring import score_trials
 from evals_app.writer import AnswerWriter
 from sessions_app.engine.dbthread import in_db_thread as db
 from sessions_app.process import being_cancelled
@@ -80,7 +79,6 @@ class ExperimentRun:
         experiment = plan.experiment
         self.experiment, self.id = experiment, experiment.pk
         self.candidates, self.scorers = plan.candidates, list(plan.scorers)
-        self.instant = [s for s in self.scorers if not (s.needs_judge or s.pairwise)]
         self.report = report
         self.loop = asyncio.get_running_loop()
         self.slots = asyncio.Semaphore(experiment.concurrency)
@@ -190,8 +188,6 @@ class ExperimentRun:
             self.spent(answer.tokens, answer.cost or Decimal(0))
         finally:
             self.slots.release()
-        if answer.status == TrialStatus.COMPLETED:
-            answer.scores = await instant_scores(trial, answer.sent, answer.content, self.instant)
         await self.writer.write(answer)
 
     async def _settle(self) -> None:

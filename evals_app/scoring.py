@@ -174,28 +174,15 @@ def _pair_job(scorer: Scorer, trial: Trial, baseline: Trial) -> Job:
 
 
 def _trial_case(trial: Trial, baseline_answer: str | None = None) -> Case:
-    return _case(trial, trial.sent_messages, trial.content, baseline_answer)
-
-
-def _case(
-    trial: Trial, sent: list[dict[str, Any]] | None, answer: str, baseline: str | None = None
-) -> Case:
-    """The answer, the conversation it was sent (no system message, no few-shot examples), and
-    the item's reference: its corrected answer, else its original."""
+    """The trial's answer, the conversation it was sent (no system message, no few-shot
+    examples), and the item's reference: its corrected answer, else its original."""
     conversation = [
-        m for m in sent or [] if m.get("role") != Role.SYSTEM and m.get("name") not in EXAMPLE_NAMES
+        m
+        for m in trial.sent_messages or []
+        if m.get("role") != Role.SYSTEM and m.get("name") not in EXAMPLE_NAMES
     ]
     reference = trial.item.final_answer if trial.item is not None else ""
-    return Case(conversation, answer, reference or None, baseline)
-
-
-async def instant_scores(
-    trial: Trial, sent: list[dict[str, Any]] | None, answer: str, scorers: list[Scorer]
-) -> list[Score]:
-    """The scores of scorers that ask no model, to be written with the answer: reading every
-    answer back to score it took as long as the short answers themselves."""
-    case = _case(trial, sent, answer)
-    return [_row(Job(s, trial.pk), await _safely(s, case), "trial_id") for s in scorers]
+    return Case(conversation, trial.content, reference or None, baseline_answer)
 
 
 def _run_jobs(run_id: Any, planned: list[Job]) -> list[Job]:

@@ -4,7 +4,7 @@ scored yet. Sync functions: the runner calls them from the database's side."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -34,7 +34,6 @@ class Answer:
     time_to_first_token: float | None = None
     duration: float | None = None
     cost: Decimal | None = None
-    scores: list[Score] = field(default_factory=list)  # of the scorers that ask no model
 
     @property
     def tokens(self) -> int:
@@ -59,12 +58,7 @@ def next_chunk(experiment_id: Any, after: Key | None, size: int) -> Chunk:
             | Q(item_uuid=item, version_id=version, repeat__gt=repeat)
         )
     fields = ("trial_id", "item_uuid", "version_id", "repeat", "item__item_id")
-    item_fields = (
-        "item__messages",
-        "item__corrected_answer",
-        "item__source_session_id",
-        "item__owner__username",
-    )
+    item_fields = ("item__messages", "item__source_session_id", "item__owner__username")
     rows = list(
         pending.select_related("item__owner")
         .only(*fields, *item_fields, "item__owner_id")
@@ -101,9 +95,8 @@ ANSWER_FIELDS = (
 
 
 def write_answers(experiment_id: Any, answers: list[Answer]) -> tuple[int, Decimal]:
-    """The answers and their scores in one transaction, with what they spent added to the
-    experiment's; that spending. A trial already ended (another claimant's late write) is left
-    as it is."""
+    """The answers in one transaction, with what they spent added to the experiment's; that
+    spending. A trial already ended (another claimant's late write) is left as it is."""
     now = timezone.now()
     connection = connections[Trial.objects.db]
     with transaction.atomic():
@@ -118,8 +111,6 @@ def write_answers(experiment_id: Any, answers: list[Answer]) -> tuple[int, Decim
             rows = [_row(answer, now, connection) for answer in kept]
             with connection.cursor() as cursor:
                 cursor.executemany(_update_sql(connection), rows)
-            scores = [score for answer in kept for score in answer.scores]
-            Score.objects.bulk_create(scores, ignore_conflicts=True)
         tokens = sum(answer.tokens for answer in kept)
         cost = sum((answer.cost or Decimal(0) for answer in kept), Decimal(0))
         spend(experiment_id, tokens, cost)
