@@ -31,7 +31,8 @@ class RunAdmin(extensions.ExtraActions, extensions.ExtraListFilters, MetricColum
     list_display_links = ["run"]
     # Then those other apps add (ExtraListFilters).
     list_filter = [
-        "status", ModelNameFilter, "agent", AgentVersionFilter, RatingFilter, StaffRatingFilter,
+        "status", "source", ModelNameFilter, "agent", AgentVersionFilter, RatingFilter,
+        StaffRatingFilter,
     ]  # fmt: skip
     search_fields = ["input", "user__username"]
     date_hierarchy = "created_at"
@@ -40,7 +41,8 @@ class RunAdmin(extensions.ExtraActions, extensions.ExtraListFilters, MetricColum
     # Then those other apps add (ExtraActions).
     actions = [actions.rate_up, actions.rate_down, actions.export_runs_json]
     fields = [
-        "session_link", "user_link", "agent_link", "version", "position", "status_badge", "model",
+        "session_link", "user_link", "agent_link", "version", "position", "status_badge", "source",
+        "model",
         "model_provider", "created_at", "finished_at", "metrics", "feedback", "staff_review",
         "error",
     ]  # fmt: skip

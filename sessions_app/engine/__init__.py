@@ -15,7 +15,7 @@ Adapters (the API, the chat socket, commands) import only what is named here.
 from sessions_app.engine import lifespan
 from sessions_app.engine.cancel import cancel_run
 from sessions_app.engine.errors import InputError, NotServing, RunConflict
-from sessions_app.engine.live import RunHandle
+from sessions_app.engine.live import RunHandle, RunOptions
 from sessions_app.engine.liveness import ensure_heartbeat
 from sessions_app.engine.start import start_run
 
@@ -24,6 +24,7 @@ __all__ = [
     "NotServing",
     "RunConflict",
     "RunHandle",
+    "RunOptions",
     "cancel_run",
     "ensure_heartbeat",
     "lifespan",

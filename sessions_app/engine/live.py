@@ -23,6 +23,18 @@ if TYPE_CHECKING:
     from sessions_app.models import Agent, Run, Session, User
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """What a door adds to a run beyond its input."""
+
+    source: str  # RunSource: the door
+    # The caller's own system text, sent after the agent's instructions (the OpenAI door's
+    # `system` messages); kept in the model call's record of what was sent.
+    system: str = ""
+    # Sampling settings over the agent version's own (temperature, top_p, max_tokens, stop).
+    sampling: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class Ask:
     """What the asker sent, as start_run got it."""
@@ -32,6 +44,7 @@ class Ask:
     agent_id: Any
     session_id: Any  # None: a new session
     session_state: dict[str, Any] | None
+    options: RunOptions
 
 
 @dataclass(eq=False)

@@ -20,7 +20,7 @@ from sessions_app import accounts
 from sessions_app.engine import early, liveness
 from sessions_app.engine.errors import InputError, RunConflict
 from sessions_app.engine.generate import generate
-from sessions_app.engine.live import Ask, LiveRun
+from sessions_app.engine.live import Ask, LiveRun, RunOptions
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
 from sessions_app.events import open_stream
@@ -31,6 +31,7 @@ from sessions_app.models import (
     Message,
     Role,
     Run,
+    RunSource,
     RunStatus,
     Session,
     User,
@@ -42,6 +43,7 @@ from sessions_app.services.context import Turn, build_messages_many
 from sessions_app.services.sessions import default_session_name
 
 Claim = accounts.TokenClaim | accounts.SignedIn
+REST_API = RunOptions(source=RunSource.API)  # the options of a run asked for by its input alone
 
 
 def _starts(ask: Ask) -> tuple[str, ...]:
@@ -67,6 +69,7 @@ async def start_run(
     agent_id: Any = None,
     session_id: Any = None,
     session_state: dict[str, Any] | None = None,
+    options: RunOptions = REST_API,
 ) -> LiveRun:
     """Create the run (and the session, when none is given) and start streaming its answer.
     `user` may be a claim not checked yet, checked first: a bearer token (refused, it raises
@@ -76,7 +79,7 @@ async def start_run(
     if session_state is not None and not isinstance(session_state, dict):
         raise InputError("session_state must be a JSON object.", 422)
     registry.check_serving()
-    live = LiveRun(Ask(user, text, agent_id, session_id, session_state))
+    live = LiveRun(Ask(user, text, agent_id, session_id, session_state, options))
     creator = registry.batcher(_create_runs, then=_launch, after=early.drop_unclaimed, tracked=True)
     return await creator.submit(live)
 
@@ -96,6 +99,12 @@ def _launch(live: LiveRun) -> LiveRun:
     registry.launch(live, generate(live, early.claim(live)))
     liveness.ensure_heartbeat()
     return live
+
+
+def _sampling(live: LiveRun) -> dict[str, Any]:
+    """The agent version's sampling settings, under those the ask sets."""
+    assert live.agent is not None
+    return {**live.agent.sampling(), **live.ask.options.sampling}
 
 
 def _create_runs(runs: list[LiveRun]) -> list[LiveRun | Exception]:
@@ -191,15 +200,13 @@ class _Creation:
             targets = [live.session.pk for live in admitted]
             if admitted and not busy and len(set(targets)) == len(targets):
                 requests = [
-                    (live, run.model, sent, specs, live.agent.sampling())
+                    (live, run.model, sent, specs, _sampling(live))
                     for live, run, sent, specs in zip(admitted, runs, built, offered, strict=True)
                 ]
                 early.send_from_thread(registry.loop, requests)
             answers = self._write(admitted, fresh, runs)
         for n, (live, run) in enumerate(zip(admitted, runs, strict=True)):
-            live.plan = Plan(
-                run, live.session, answers[n], built[n], offered[n], live.agent.sampling()
-            )
+            live.plan = Plan(run, live.session, answers[n], built[n], offered[n], _sampling(live))
 
     def _admit(self) -> None:
         """Rate limits, then the access gates: each ask's session and agent, or its refusal."""
@@ -285,6 +292,7 @@ class _Creation:
                 position=(last.get(live.session.pk) or 0) + 1,
                 status=RunStatus.RUNNING,
                 input=live.ask.text,
+                source=live.ask.options.source,
                 model=live.agent.model or settings.LLM_MODEL,
                 model_provider=llm.provider_name(),
                 worker=WORKER_ID,
@@ -303,7 +311,9 @@ class _Creation:
             agent, session = live.agent, live.session
             given = found.get(agent.pk, examples.Examples())
             run.fewshot_items = given.item_ids
-            turns.append(Turn(agent, session, run.position, run.input, run.user, given.messages))
+            turn = Turn(agent, session, run.position, run.input, run.user, given.messages)
+            turn.system = live.ask.options.system
+            turns.append(turn)
         return build_messages_many(turns), [tools.tool_specs(live.agent) for live in admitted]
 
     def _write(self, admitted: list[LiveRun], fresh: list[Session], runs: list[Run]) -> list[int]:

@@ -79,6 +79,15 @@ class RunStatus(models.TextChoices):
 ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 
 
+class RunSource(models.TextChoices):
+    """The door a run came in by; blank on runs from before doors were recorded."""
+
+    CHAT = "chat", "Chat page"
+    API = "api", "REST API"
+    OPENAI = "openai", "OpenAI API"
+    IMPORT = "import", "Agno import"
+
+
 class TokenMetrics(models.Model):
     """The metric columns shared by a run and by each model call it is derived from."""
 
@@ -147,6 +156,7 @@ class Run(TokenMetrics):
     status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.PENDING)
     input = models.TextField()
     content = models.TextField(blank=True)
+    source = models.CharField(max_length=10, choices=RunSource.choices, blank=True)
     model = models.CharField(max_length=200, blank=True)
     model_provider = models.CharField(max_length=50, blank=True)
     error = models.TextField(blank=True)

@@ -204,7 +204,8 @@ def _assemble(turn: Turn, history: list[Message]) -> list[dict[str, Any]]:
     past = None
     if agent.search_session_history and agent.add_past_sessions_to_context:
         past = tools.past_sessions_block(user, agent, session.session_id)
-    system = system_message(agent, session, user.get_username(), past)
+    extra = "\n\n".join(part for part in (past, turn.system) if part)
+    system = system_message(agent, session, user.get_username(), extra)
     if system is not None:
         messages.append(system)
     # Where Agno puts `additional_input`: after the system message, before the history.
@@ -222,6 +223,7 @@ class Turn(Place):
     user: User
     # Few-shot example turns (services/examples.py), sent before the history.
     examples: list[dict[str, Any]] = field(default_factory=list)
+    system: str = ""  # the caller's own system text, after the agent's instructions
 
 
 def build_messages_many(turns: list[Turn]) -> list[list[dict[str, Any]]]:

@@ -24,11 +24,12 @@ from django.db import DatabaseError
 
 from sessions_app import accounts, engine, events
 from sessions_app.accounts import signout
-from sessions_app.models import Session
+from sessions_app.models import RunSource, Session
 from sessions_app.services import outage, ratelimit
 from sessions_app.services.access import NotFound, get_run_for_owner, get_session_for_user
 from sessions_app.web import feed, rendering
 
+CHAT = engine.RunOptions(source=RunSource.CHAT)
 log = logging.getLogger("parley.chat")
 
 CLOSE_UNAUTHENTICATED = 4401  # not signed in, or not any more: signing in again helps
@@ -159,6 +160,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             frame.get("input"),
             agent_id=agent_id,
             session_id=session_id,
+            options=CHAT,
         )
         await self.send(text_data='<div id="notice" hx-swap-oob="innerHTML"></div>')
         if session_id is None or str(handle.session_id) != self.session_id:
@@ -171,7 +173,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def do_regenerate(self, frame: dict[str, Any]) -> None:
         run = await database_sync_to_async(get_run_for_owner)(self.user, frame.get("run_id"))
         signed_in = accounts.SignedIn(self.user.pk)
-        await engine.start_run(signed_in, run.input, session_id=run.session_id)
+        await engine.start_run(signed_in, run.input, session_id=run.session_id, options=CHAT)
 
     async def do_watch(self, frame: dict[str, Any]) -> None:
         session_id = frame.get("session_id") or None
