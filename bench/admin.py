@@ -9,17 +9,15 @@ process as a superuser (sequential requests after a warm-up); queries counted in
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import httpx
 from tqdm import tqdm
 
 from bench.context import Bench
-from bench.lists import add_size_rows
+from bench.lists import add_size_rows, time_page
 
 REQUESTS = 20
-WARMUP = 3
 LIMIT = 0.100
 PAGES = {
     "sessions": "/admin/sessions_app/session/",
@@ -48,21 +46,9 @@ def sizes(bench: Bench) -> dict[str, dict[str, int]]:
 
 
 async def _time(base: str, cookie: str, urls: dict[str, str]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
     headers = {"Cookie": f"sessionid={cookie}"}
     async with httpx.AsyncClient(base_url=base, timeout=60, headers=headers) as http:
-        for name, url in urls.items():
-            times = []
-            for i in range(WARMUP + REQUESTS):
-                started = time.perf_counter()
-                response = await http.get(url)
-                elapsed = time.perf_counter() - started
-                if response.status_code != 200:
-                    raise RuntimeError(f"{url} answered {response.status_code}")
-                if i >= WARMUP:
-                    times.append(elapsed)
-            out[name] = times
-    return out
+        return {name: await time_page(http, url, REQUESTS) for name, url in urls.items()}
 
 
 async def _measure(bench: Bench, user: str, spec: dict[str, int]) -> dict[str, Any]:

@@ -10,41 +10,26 @@ something to write), one in twenty is rated down and weighted.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import random
-import resource
 import time
-import tracemalloc
-import uuid
-from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
-from django.utils import timezone
-
-from bench import seeding
+from bench import memory, seeding
+from bench.items import fresh_dataset, text
 from datasets_app.export import FORMATS, lines
 from datasets_app.export.stream import format_items
-from datasets_app.models import Dataset, DatasetItem, ItemSource, ItemStatus
-from datasets_app.services.collect import split_for
-from datasets_app.services.snapshot import content_hash
+from datasets_app.models import Dataset
 
-SLICE = 10_000
-WORDS = "the of and to in is that for it as with was on be by this are or from at".split()
 TOOL = {
     "type": "function",
     "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}},
 }
 
 
-def _text(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."
-
-
 def _messages(rng: random.Random, n: int) -> list[dict[str, Any]]:
-    question = f"Question {n}: {_text(rng, 30)}"
-    answer = {"role": "assistant", "content": _text(rng, 80)}
+    question = f"Question {n}: {text(rng, 30)}"
+    answer = {"role": "assistant", "content": text(rng, 80)}
     if n % 20 == 0:
         answer["rating"] = -1
     messages: list[dict[str, Any]] = [
@@ -56,58 +41,33 @@ def _messages(rng: random.Random, n: int) -> list[dict[str, Any]]:
                 "function": {"name": "lookup", "arguments": {"query": question[:40]}}}  # fmt: skip
         messages += [
             {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"call_{n}", "content": _text(rng, 20)},
+            {"role": "tool", "tool_call_id": f"call_{n}", "content": text(rng, 20)},
         ]
     return [*messages, answer]
 
 
-def _slice(dataset: Dataset, owner: Any, first: int, count: int) -> None:
-    rng = random.Random(first)
-    start = timezone.now() - timedelta(days=30)
-    ids = [uuid.uuid4() for _ in range(count)]
-    conversations = [_messages(rng, first + i) for i in range(count)]
-    corrected = ["A better answer." if (first + i) % 5 == 0 else "" for i in range(count)]
-    moments = [start + timedelta(seconds=first + i) for i in range(count)]
-    seeding.write(
-        DatasetItem,
-        count,
-        {
-            "item_id": ids,
-            "messages": conversations,
-            "tools": [[TOOL] if (first + i) % 10 == 0 else [] for i in range(count)],
-            "corrected_answer": corrected,
-            "use_weights": [(first + i) % 20 == 0 for i in range(count)],
-            "split": [split_for(dataset, item_id) for item_id in ids],
-            "content_hash": [
-                content_hash(m, c) for m, c in zip(conversations, corrected, strict=True)
-            ],
-            "source_created_at": moments,
-            "created_at": moments,
-        },
-        dataset_id=dataset.pk,
-        owner_id=owner.pk,
-        source=ItemSource.RUN,
-        model="bench-model",
-        status=ItemStatus.ACCEPTED,
-    )
+def _item(rng: random.Random, n: int) -> dict[str, Any]:
+    return {
+        "messages": _messages(rng, n),
+        "tools": [TOOL] if n % 10 == 0 else [],
+        "corrected_answer": "A better answer." if n % 5 == 0 else "",
+        "use_weights": n % 20 == 0,
+    }
 
 
 def seed(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     owner = seeding.user("bench_datasets")
     name = f"bench-{args.items}"
-    Dataset.objects.filter(name=name).delete()
-    dataset = Dataset.objects.create(name=name)
-    for first in range(0, args.items, SLICE):
-        with transaction.atomic():
-            _slice(dataset, owner, first, min(SLICE, args.items - first))
+    fresh_dataset(name, args.items, owner, _item)
     seeding.settle()
     return {"seconds": round(time.perf_counter() - started, 1), "name": name, "formats": FORMATS}
 
 
-def _rss() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _export(dataset: Dataset, format: str) -> None:
+    with open(os.devnull, "w", encoding="utf-8") as sink:
+        for line in lines(dataset, format):
+            sink.write(line)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -118,19 +78,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     # The header (csv) and a first page: pages, not lines, are what an export yields.
     for _ in zip(range(2), lines(dataset, args.format), strict=False):
         pass
-    gc.collect()
-    before = _rss()
-    started = time.perf_counter()
-    with open(os.devnull, "w", encoding="utf-8") as sink:
-        for line in lines(dataset, args.format):
-            sink.write(line)
-    seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    with memory.rise(trace=False) as timed:
+        started = time.perf_counter()
+        _export(dataset, args.format)
+        seconds = time.perf_counter() - started
     # Again under tracemalloc (slower, so untimed): the Python heap's peak during the export.
-    tracemalloc.start()
-    with open(os.devnull, "w", encoding="utf-8") as sink:
-        for line in lines(dataset, args.format):
-            sink.write(line)
-    _, heap = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return {"items": items, "seconds": seconds, "rss_growth": max(peak - before, 0), "heap": heap}
+    with memory.rise(trace=True) as traced:
+        _export(dataset, args.format)
+    return {"items": items, "seconds": seconds, **timed, "heap": traced["heap"]}

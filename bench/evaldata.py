@@ -12,31 +12,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import random
-import resource
 import time
-import tracemalloc
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
 from typing import Any
 
 import httpx
 import openai
 from django.conf import settings
-from django.db import transaction
-from django.utils import timezone
 
-from bench import seeding
-from bench.datasetdata import WORDS
+from bench import memory, seeding
+from bench.items import fresh_dataset, text
 from bench.upstream import model_name
-from datasets_app.models import Dataset, DatasetItem, ItemSource, ItemStatus
-from datasets_app.services.collect import split_for
-from datasets_app.services.snapshot import content_hash
+from datasets_app.models import Dataset
 from evals_app import replay, runner
 from evals_app.experiments import accepted_items, create_experiment
 from evals_app.models import Experiment, Trial, TrialStatus
@@ -44,7 +33,6 @@ from sessions_app.llm import pool
 from sessions_app.models import Agent, AgentVersion
 
 CONCURRENCY = 20
-SLICE = 10_000
 # The warm-up before anything is measured: imports, first queries, the model client's
 # connections; its own dataset, so the measured experiment's items are all new to it.
 WARM_ITEMS = 40
@@ -52,50 +40,14 @@ WARM_NAME = "bench-eval-warm"
 INSTRUCTIONS = ("You are a helpful assistant. Be brief.", "You are a helpful assistant. Be kind.")
 
 
-def _text(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."
-
-
-def _conversation(rng: random.Random, n: int) -> list[dict[str, Any]]:
-    return [
-        {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": f"Question {n}: {_text(rng, 20)}"},
-        {"role": "assistant", "content": _text(rng, 20)},
-    ]
-
-
-def _slice(dataset: Dataset, owner: Any, first: int, count: int) -> None:
-    rng = random.Random(first)
-    start = timezone.now() - timedelta(days=30)
-    ids = [uuid.uuid4() for _ in range(count)]
-    conversations = [_conversation(rng, first + i) for i in range(count)]
-    moments = [start + timedelta(seconds=first + i) for i in range(count)]
-    seeding.write(
-        DatasetItem,
-        count,
-        {
-            "item_id": ids,
-            "messages": conversations,
-            "split": [split_for(dataset, item_id) for item_id in ids],
-            "content_hash": [content_hash(m) for m in conversations],
-            "source_created_at": moments,
-            "created_at": moments,
-        },
-        dataset_id=dataset.pk,
-        owner_id=owner.pk,
-        source=ItemSource.RUN,
-        model="bench-model",
-        status=ItemStatus.ACCEPTED,
-    )
-
-
-def _dataset(name: str, items: int, owner: Any) -> Dataset:
-    Dataset.objects.filter(name=name).delete()
-    dataset = Dataset.objects.create(name=name)
-    for first in range(0, items, SLICE):
-        with transaction.atomic():
-            _slice(dataset, owner, first, min(SLICE, items - first))
-    return dataset
+def _item(rng: random.Random, n: int) -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": f"Question {n}: {text(rng, 20)}"},
+            {"role": "assistant", "content": text(rng, 20)},
+        ]
+    }
 
 
 def _versions(model: str) -> list[str]:
@@ -114,11 +66,11 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     owner = seeding.user("bench_eval")
     if not Dataset.objects.filter(name=WARM_NAME).exists():
-        _dataset(WARM_NAME, WARM_ITEMS, owner)
+        fresh_dataset(WARM_NAME, WARM_ITEMS, owner, _item)
     names = {}
     for size in args.items:
         names[size] = f"bench-eval-{size}"
-        _dataset(names[size], size, owner)
+        fresh_dataset(names[size], size, owner, _item)
     seeding.settle()
     return {
         "seconds": round(time.perf_counter() - started, 1),
@@ -127,36 +79,10 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _rss() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def _cpu() -> float:
     """CPU seconds this process has used (every thread, user and system)."""
     times = os.times()
     return times.user + times.system
-
-
-def _peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-@contextmanager
-def _memory(trace: bool) -> Iterator[dict[str, int]]:
-    """How far the process's peak memory rose above what it held warmed up, and with `trace`
-    the Python heap's peak (tracemalloc slows Python down: such a run is not timed)."""
-    gc.collect()
-    found = {"before": _rss()}
-    if trace:
-        tracemalloc.start()
-    try:
-        yield found
-    finally:
-        if trace:
-            found["heap"] = tracemalloc.get_traced_memory()[1]
-            tracemalloc.stop()
-        found["rss_growth"] = max(_peak_rss() - found.pop("before"), 0)
 
 
 def _experiment(name: str, version_ids: list[str]) -> Experiment:
@@ -200,7 +126,7 @@ async def _parley(args: argparse.Namespace) -> dict[str, Any]:
 
     warm = await sync_to_async(_experiment)(WARM_NAME, args.versions)
     await _run(warm)
-    with _memory(args.trace) as memory:
+    with memory.rise(args.trace) as grown:
         began, cpu = time.perf_counter(), _cpu()
         experiment = await sync_to_async(_experiment)(args.name, args.versions)
         created = time.perf_counter() - began
@@ -208,7 +134,7 @@ async def _parley(args: argparse.Namespace) -> dict[str, Any]:
         timed["cpu"] = _cpu() - cpu
     await pool.close_clients()
     outcome = await sync_to_async(_outcome)(experiment)
-    return {**timed, **outcome, **memory, "create_seconds": created}
+    return {**timed, **outcome, **grown, "create_seconds": created}
 
 
 def measure_parley(args: argparse.Namespace) -> dict[str, Any]:

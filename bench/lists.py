@@ -42,6 +42,23 @@ def sizes(bench: Bench) -> dict[str, dict[str, int]]:
     }
 
 
+async def time_page(
+    http: httpx.AsyncClient, url: str, requests: int, headers: dict[str, str] | None = None
+) -> list[float]:
+    """The seconds of `requests` sequential GETs of `url`, after WARMUP untimed ones; any
+    answer but 200 stops the figure."""
+    times = []
+    for i in range(WARMUP + requests):
+        started = time.perf_counter()
+        response = await http.get(url, headers=headers)
+        elapsed = time.perf_counter() - started
+        if response.status_code != 200:
+            raise RuntimeError(f"{url} answered {response.status_code}")
+        if i >= WARMUP:
+            times.append(elapsed)
+    return times
+
+
 async def _time(base: str, seeded: dict[str, Any], requests: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
@@ -51,16 +68,7 @@ async def _time(base: str, seeded: dict[str, Any], requests: int) -> dict[str, l
             else:
                 cookie = seeded["staff_cookie"] if name == "admin" else seeded["cookie"]
                 headers = {"Cookie": f"sessionid={cookie}"}
-            times = []
-            for i in range(WARMUP + requests):
-                started = time.perf_counter()
-                response = await http.get(url, headers=headers)
-                elapsed = time.perf_counter() - started
-                if response.status_code != 200:
-                    raise RuntimeError(f"{url} answered {response.status_code}")
-                if i >= WARMUP:
-                    times.append(elapsed)
-            out[name] = times
+            out[name] = await time_page(http, url, requests, headers)
     return out
 
 

@@ -30,7 +30,7 @@ from datasets_app.schemas import (
 from datasets_app.services import catalog, feeds
 from datasets_app.services.collect import AlreadyInDataset
 from sessions_app.api.pagination import paginate
-from sessions_app.api.schemas import ErrorOut
+from sessions_app.api.schemas.errors import ErrorOut
 from sessions_app.models import User
 
 FORMAT_NAMES = ", ".join(export.FORMATS)

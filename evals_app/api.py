@@ -28,7 +28,7 @@ from evals_app.schemas import (
 )
 from evals_app.staff import create_for_user, experiments_for_user, get_experiment_for_user
 from sessions_app.api.pagination import paginate
-from sessions_app.api.schemas import ErrorOut
+from sessions_app.api.schemas.errors import ErrorOut
 from sessions_app.models import User
 
 # Every call here may answer 403: experiments are for staff with the permission each names.

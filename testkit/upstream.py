@@ -185,6 +185,11 @@ class _Request:
     keep_alive: bool
 
 
+def _counter(attribute: str, doc: str) -> property:
+    """A read-only public view of one of ScriptedUpstream's private counters."""
+    return property(lambda upstream: getattr(upstream, attribute), doc=doc)
+
+
 class ScriptedUpstream:
     """Loopback OpenAI chat-completions server answering from a FIFO script of ``Reply``s."""
 
@@ -300,35 +305,24 @@ class ScriptedUpstream:
         with self._lock:
             return len(self._script)
 
-    @property
-    def active_streams(self) -> int:
-        """Streaming answers currently being written."""
-        return self._active
-
-    @property
-    def peak_streams(self) -> int:
-        """Most streams in flight at once, so benchmarks can check the load really overlapped."""
-        return self._peak
-
-    @property
-    def completed(self) -> int:
-        """Chat requests answered in full (scripted error statuses included; cuts/hangs not)."""
-        return self._completed
-
-    @property
-    def connections(self) -> int:
-        """TCP connections accepted so far: a client that reuses its pool opens one."""
-        return self._connections
-
-    @property
-    def model_lists(self) -> int:
-        """GET /v1/models requests received so far (how /healthz probes an endpoint)."""
-        return self._model_lists
-
-    @property
-    def disconnects(self) -> int:
-        """Chat requests whose client went away before the answer was complete."""
-        return self._disconnects
+    # Counters the server's thread keeps; read-only from outside.
+    active_streams = _counter("_active", "Streaming answers currently being written.")
+    peak_streams = _counter(
+        "_peak", "Most streams in flight at once, so benchmarks can check the load overlapped."
+    )
+    completed = _counter(
+        "_completed",
+        "Chat requests answered in full (scripted error statuses included; cuts/hangs not).",
+    )
+    connections = _counter(
+        "_connections", "TCP connections accepted so far: a client that reuses its pool opens one."
+    )
+    model_lists = _counter(
+        "_model_lists", "GET /v1/models requests received so far (how /healthz probes an endpoint)."
+    )
+    disconnects = _counter(
+        "_disconnects", "Chat requests whose client went away before the answer was complete."
+    )
 
     def script(self, *replies: ReplySource) -> None:
         """Queue replies; each chat request consumes one (FIFO), then ``default`` takes over."""

@@ -12,7 +12,9 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 from django.utils import timezone
 
-from sessions_app.api.schemas import MessageOut, RunOut, SessionOut
+from sessions_app.api.schemas.messages import MessageOut
+from sessions_app.api.schemas.runs import RunOut
+from sessions_app.api.schemas.sessions import SessionOut
 from sessions_app.models import ACTIVE_STATUSES, Message, Run, Session
 from sessions_app.services.sessions import with_metrics
 from sessions_app.signals import send_run_rated

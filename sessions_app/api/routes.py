@@ -16,33 +16,19 @@ from sessions_app import engine
 from sessions_app.api import sse
 from sessions_app.api.auth import RUN_AUTH
 from sessions_app.api.pagination import paginate
-from sessions_app.api.schemas import (
-    AgentIn,
-    AgentList,
-    AgentListQuery,
-    AgentOut,
-    AgentPatch,
-    ErrorOut,
-    FeedbackIn,
-    MessageList,
-    MessageListQuery,
-    MetricsOut,
-    MetricsQuery,
-    RunIn,
-    RunList,
-    RunListQuery,
-    RunOut,
+from sessions_app.api.schemas.agents import AgentIn, AgentList, AgentListQuery, AgentOut, AgentPatch
+from sessions_app.api.schemas.errors import ErrorOut, UpstreamErrorOut
+from sessions_app.api.schemas.messages import MessageList, MessageListQuery
+from sessions_app.api.schemas.metrics import MetricsOut, MetricsQuery
+from sessions_app.api.schemas.runs import FeedbackIn, RunIn, RunList, RunListQuery, RunOut
+from sessions_app.api.schemas.sessions import (
     SessionIn,
     SessionList,
     SessionListQuery,
     SessionOut,
     SessionPatch,
-    UpstreamErrorOut,
-    VersionIn,
-    VersionList,
-    VersionListQuery,
-    VersionOut,
 )
+from sessions_app.api.schemas.versions import VersionIn, VersionList, VersionListQuery, VersionOut
 from sessions_app.llm.errors import status_for_error
 from sessions_app.models import AgentVersion, Run, RunStatus, User
 from sessions_app.services import agents as agent_service

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 
-from sessions_app.api.schemas import RUN_EVENTS
+from sessions_app.api.schemas.events import RUN_EVENTS
 from sessions_app.engine import RunHandle
 
 # A comment line this often while the model is silent, so proxies keep the connection open.

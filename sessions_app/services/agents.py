@@ -8,34 +8,17 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
-from sessions_app.models import Agent, User
+from sessions_app.models import VERSIONED_FIELDS, Agent, User
 from sessions_app.services import examples, statesize, versions
 from sessions_app.services.access import agents_for_user, get_agent_for_user
 from sessions_app.services.permissions import require
 
-EDITABLE_FIELDS = frozenset(
-    {
-        "name",
-        "model",
-        "instructions",
-        "add_history_to_context",
-        "num_history_runs",
-        "num_history_messages",
-        "search_session_history",
-        "num_history_sessions",
-        "enable_session_summaries",
-        "session_state",
-        "add_session_state_to_context",
-        "enable_agentic_state",
-        "add_past_sessions_to_context",
-        "fewshot_dataset_id",
-        "fewshot_count",
-        "fewshot_order",
-        "temperature",
-        "top_p",
-        "max_tokens",
-    }
-)
+# What may be set: every versioned field, a foreign key by its id (`fewshot_dataset_id`, as the
+# API names it), and the name, which is the one editable field no version records.
+UNVERSIONED_EDITABLE = frozenset({"name"})
+EDITABLE_FIELDS = UNVERSIONED_EDITABLE | {
+    Agent._meta.get_field(name).attname for name in VERSIONED_FIELDS
+}
 
 
 def _check_fields(values: dict[str, Any]) -> None:

@@ -12,13 +12,6 @@ pytestmark = pytest.mark.django_db
 LABEL = "Allow my conversations to be used to train and improve models"
 
 
-@pytest.fixture
-def signed_in(alice) -> Client:
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def checkbox(html: str) -> str:
     found = re.search(r'<input type="checkbox" name="allow_training"[^>]*>', html)
     assert found, "the training checkbox is not on the page"

@@ -17,13 +17,6 @@ from sessions_app.models import ApiToken
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def signed_in(alice) -> Client:
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def raw_token_in(html: str) -> str:
     found = re.search(r'data-testid="new-token-value">([^<]+)<', html)
     assert found, "the new token is not shown"

@@ -319,48 +319,42 @@ def run_pages(run: Run) -> list[str]:
     ]
 
 
-def test_a_run_still_answering_says_its_figures_come_when_it_ends(root, alice, helper_agent):
-    session = Session.objects.create(user=alice, agent=helper_agent, session_name="Live")
-    run = Run.objects.create(
+def a_long_story(user, agent: Agent, session_name: str, **fields) -> Run:
+    """A run still going, as its process left it: `fields` say how far."""
+    session = Session.objects.create(user=user, agent=agent, session_name=session_name)
+    return Run.objects.create(
         session=session,
-        user=alice,
-        agent=helper_agent,
+        user=user,
+        agent=agent,
         position=1,
         status=RunStatus.RUNNING,
         input="Tell me a long story",
-        content="Once upon a time",
+        **fields,
     )
+
+
+def assert_figures_read(root: Client, run: Run, usage: str) -> None:
+    """Where staff read the run's figures, each says `usage` and shows no tokens."""
     run_page, transcript, runs = (root.get(path).content.decode() for path in run_pages(run))
-    assert "Usage: still running: figures come when it ends" in run_page
+    assert f"Usage: {usage}" in run_page
     assert "Tokens in: – · Tokens out: –" in run_page
-    assert "<dt>Usage</dt><dd>still running: figures come when it ends</dd>" in transcript
+    assert f"<dt>Usage</dt><dd>{usage}</dd>" in transcript
     for page in (run_page, transcript):
         assert "reported by the model" not in page
     row = runs[runs.index("Tell me a long story") :].split("</tr>")[0]
     assert '<td class="field-tokens">–</td>' in row
+
+
+def test_a_run_still_answering_says_its_figures_come_when_it_ends(root, alice, helper_agent):
+    run = a_long_story(alice, helper_agent, "Live", content="Once upon a time")
+    assert_figures_read(root, run, "still running: figures come when it ends")
 
 
 def test_a_run_whose_process_died_says_its_figures_are_unknown(root, alice, helper_agent):
-    session = Session.objects.create(user=alice, agent=helper_agent, session_name="Cut")
-    run = Run.objects.create(
-        session=session,
-        user=alice,
-        agent=helper_agent,
-        position=1,
-        status=RunStatus.RUNNING,
-        input="Tell me a long story",
-        worker=a_dead_worker(),
-        heartbeat_at=timezone.now(),
-    )
-    assert liveness.reap_stale_runs() == [(run.pk, session.pk)]
-    run_page, transcript, runs = (root.get(path).content.decode() for path in run_pages(run))
-    assert "Usage: unknown: the run stopped before its use was counted" in run_page
-    assert "Tokens in: – · Tokens out: –" in run_page
-    assert "<dd>unknown: the run stopped before its use was counted</dd>" in transcript
-    for page in (run_page, transcript):
-        assert "reported by the model" not in page
-    row = runs[runs.index("Tell me a long story") :].split("</tr>")[0]
-    assert '<td class="field-tokens">–</td>' in row
+    worker = {"worker": a_dead_worker(), "heartbeat_at": timezone.now()}
+    cut = a_long_story(alice, helper_agent, "Cut", **worker)
+    assert liveness.reap_stale_runs() == [(cut.pk, cut.session_id)]
+    assert_figures_read(root, cut, "unknown: the run stopped before its use was counted")
 
 
 def test_every_table_has_a_list_that_staff_can_read(root, conversation, alice):

@@ -9,38 +9,16 @@ from datetime import UTC, datetime
 
 import pytest
 
+from datasets_app.models import Dataset
 from sessions_app.models import Agent, RunStatus, Session
+from sessions_app.services.agents import EDITABLE_FIELDS
 from tests.support.apiclient import api_client, stored_run
 from tests.support.roles import grant
 
 pytestmark = pytest.mark.django_db
 
-AGENT_FIELDS = {
-    "agent_id",
-    "name",
-    "model",
-    "instructions",
-    "add_history_to_context",
-    "num_history_runs",
-    "num_history_messages",
-    "search_session_history",
-    "num_history_sessions",
-    "enable_session_summaries",
-    "session_state",
-    "add_session_state_to_context",
-    "enable_agentic_state",
-    "add_past_sessions_to_context",
-    "fewshot_dataset_id",
-    "fewshot_count",
-    "fewshot_order",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "version",
-    "version_id",
-    "created_at",
-    "updated_at",
-}
+# An agent reads as everything staff may set on it, and what the server keeps.
+AGENT_FIELDS = EDITABLE_FIELDS | {"agent_id", "version", "version_id", "created_at", "updated_at"}
 
 
 def send(client, method: str, path: str, body: dict | None = None):
@@ -105,6 +83,28 @@ def test_staff_change_only_the_fields_they_send(staff, agent):
     response = send(api_client(staff), "PATCH", f"/api/agents/{agent.agent_id}", memory_settings)
     assert response.status_code == 200
     assert {k: response.json()[k] for k in memory_settings} == memory_settings
+
+
+def test_an_agent_as_read_can_be_sent_back_whole_to_make_its_copy(staff, agent):
+    """Every editable field is read, accepted on creation and on change, and kept as sent."""
+    client = api_client(grant(staff, "add_agent", "change_agent"))
+    dataset = Dataset.objects.create(name="examples")
+    unlike_defaults = {
+        "instructions": "Answer in French.", "num_history_messages": 12,
+        "search_session_history": True, "session_state": {"lang": "fr"},
+        "fewshot_dataset_id": str(dataset.pk), "fewshot_order": "best",
+        "temperature": 0.5, "top_p": 0.9, "max_tokens": 300,
+    }  # fmt: skip
+    path = f"/api/agents/{agent.agent_id}"
+    assert send(client, "PATCH", path, unlike_defaults).status_code == 200
+    original = client.get(path).json()
+    editable = {name: original[name] for name in EDITABLE_FIELDS} | {"name": "Copy"}
+    created = send(client, "POST", "/api/agents", editable)
+    assert created.status_code == 201, created.content
+    assert {name: created.json()[name] for name in EDITABLE_FIELDS} == editable
+    changed = send(client, "PATCH", path, editable)
+    assert changed.status_code == 200, changed.content
+    assert {name: changed.json()[name] for name in EDITABLE_FIELDS} == editable
 
 
 def test_other_users_may_not_create_or_change_agents(alice, agent):
