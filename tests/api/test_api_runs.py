@@ -32,6 +32,7 @@ RUN_FIELDS = {
     "content",
     "model",
     "model_provider",
+    "source",
     "metrics",
     "error",
     "created_at",
@@ -107,6 +108,7 @@ async def test_a_run_without_session_creates_one_and_answers_the_finished_run(
     assert body["user_id"] == "alice"
     assert body["agent_id"] == str(agent.agent_id)
     assert body["model"] == "scripted"
+    assert body["source"] == "api"
     assert body["metrics"]["total_tokens"] == 10
     assert body["metrics"]["cost"] == pytest.approx(13e-6)
     assert body["finished_at"] is not None and body["error"] == ""

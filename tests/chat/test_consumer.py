@@ -74,6 +74,7 @@ async def test_a_first_message_creates_a_session_and_streams_the_answer(alice, a
     assert "<b>" not in done
     await run.arefresh_from_db()
     assert run.status == RunStatus.COMPLETED
+    assert run.source == "chat"
     await tab.close()
 
 

@@ -29,6 +29,10 @@ class RunOut(Schema):
     status: Literal["PENDING", "RUNNING", "COMPLETED", "ERROR", "CANCELLED", "INTERRUPTED"]
     input: str
     content: str
+    source: Literal["chat", "api", "openai", "import", ""] = Field(
+        description="The door it came in by: the chat page, the REST API, the OpenAI-compatible "
+        "API, an Agno import (empty before doors were recorded)."
+    )
     model: str
     model_provider: str
     metrics: RunMetricsOut
