@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "sessions_app",
     "datasets_app",
     "evals_app",
+    "openai_app",
     "serving",
 ]
 

@@ -19,6 +19,7 @@ urlpatterns = [
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    path("v1/", include("openai_app.urls")),
     path("accounts/", include(accounts.auth_urls)),
     path("tokens/", include(accounts.token_urls)),
     path("", include("sessions_app.web.urls")),

@@ -1,0 +1,205 @@
+"""`GET /v1/models` and `POST /v1/chat/completions`: Bearer tokens only (no cookie, so no CSRF
+to check), every answer and error in OpenAI's shapes. A completion is an ordinary Parley run,
+started by the engine as the chat page's and the REST API's are."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from openai_app import agents, conversation, shapes
+from openai_app.errors import OpenAIError, bad_key, translated
+from openai_app.request import ChatRequest, parse
+from sessions_app import engine
+from sessions_app.accounts import PREFIX, Unauthorized, users_for_tokens
+from sessions_app.engine.dbthread import in_db_thread
+from sessions_app.engine.start import validate_input
+from sessions_app.llm.errors import status_for_error
+from sessions_app.models import Agent, RunSource, RunStatus, Session, User
+
+log = logging.getLogger("parley.openai")
+
+SESSION_HEADERS = ("X-Parley-Session-Id", "X-OpenWebUI-Chat-Id")
+KEEPALIVE_SECONDS = 15.0
+
+
+def _raw_token(request: HttpRequest) -> str:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip().startswith(PREFIX):
+        raise bad_key("You didn't provide a Parley API token (Authorization: Bearer prl_…).")
+    return token.strip()
+
+
+def _user(raw: str) -> User:
+    found = users_for_tokens([raw])[0]
+    if isinstance(found, Unauthorized):
+        raise translated(found) or bad_key()
+    return found
+
+
+def _method_not_allowed(allowed: str) -> HttpResponse:
+    error = OpenAIError(405, f"Use {allowed} on this path.", code="method_not_allowed")
+    response = error.response()
+    response["Allow"] = allowed
+    return response
+
+
+@csrf_exempt
+async def unknown_path(request: HttpRequest) -> HttpResponse:
+    message = f"Unknown request URL: {request.method} {request.path}."
+    return OpenAIError(404, message, code="unknown_url").response()
+
+
+@csrf_exempt
+async def list_models(request: HttpRequest) -> HttpResponse:
+    if request.method != "GET":
+        return _method_not_allowed("GET")
+    try:
+        raw = _raw_token(request)
+        data = await in_db_thread(lambda: agents.models_for(_user(raw)))()
+    except Exception as exc:
+        return _failure(exc)
+    return JsonResponse({"object": "list", "data": data})
+
+
+@dataclass
+class Prepared:
+    user: User
+    agent: Agent
+    conversation: conversation.Conversation
+    session: conversation.Found
+
+
+def _prepare(raw: str, chat: ChatRequest, named: str | None) -> Prepared:
+    """Everything before the run, in one turn on the database's side: the caller, the agent,
+    the turns and the session."""
+    user = _user(raw)
+    agent = agents.agent_for_model(user, chat.model)
+    turns = conversation.turns_of(chat.messages)
+    validate_input(turns.question)  # before a session is made for it
+    metadata = {k: v for k, v in chat.metadata.items() if k != "session_id"}
+    if chat.user:
+        metadata["openai_user"] = chat.user
+    found = conversation.session_for(user, agent, turns, named, metadata)
+    return Prepared(user, agent, turns, found)
+
+
+async def _start(prepared: Prepared, chat: ChatRequest) -> engine.RunHandle:
+    options = engine.RunOptions(
+        source=RunSource.OPENAI, system=prepared.conversation.system, sampling=chat.sampling
+    )
+    try:
+        return await engine.start_run(
+            prepared.user,
+            prepared.conversation.question,
+            agent_id=prepared.agent.pk,
+            session_id=prepared.session.session_id,
+            options=options,
+        )
+    except BaseException:
+        if prepared.session.created:  # no empty chat left in the sidebar
+            await Session.objects.filter(pk=prepared.session.session_id).adelete()
+        raise
+
+
+def _named_session(request: HttpRequest, chat: ChatRequest) -> str | None:
+    for header in SESSION_HEADERS:
+        value = request.headers.get(header, "").strip()
+        if value:
+            return value
+    return chat.metadata.get("session_id") or None
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return _method_not_allowed("POST")
+    chat: ChatRequest | None = None
+    try:
+        raw = _raw_token(request)
+        chat = parse(request.body)
+        if chat.tools:
+            message = "Client tools are not supported yet."
+            raise OpenAIError(400, message, param="tools", code="unsupported_parameter")
+        prepared = await in_db_thread(_prepare)(raw, chat, _named_session(request, chat))
+        handle = await _start(prepared, chat)
+    except Exception as exc:
+        return _failure(exc, chat.model if chat else "")
+    if chat.stream:
+        response = _streamed(handle, chat)
+    else:
+        response = await _whole(handle, chat)
+    response["X-Parley-Session-Id"] = str(handle.session_id)
+    response["X-Parley-Run-Id"] = str(handle.run_id)
+    return response
+
+
+async def _whole(handle: engine.RunHandle, chat: ChatRequest) -> HttpResponse:
+    run = await handle.wait()
+    if run.status != RunStatus.COMPLETED:
+        return _run_failure(run.status, run.error).response()
+    return JsonResponse(shapes.completion(run, chat.model))
+
+
+def _run_failure(status: str, error: str) -> OpenAIError:
+    if status == RunStatus.CANCELLED:
+        return OpenAIError(409, "The answer was stopped before it finished.", code="cancelled")
+    if status == RunStatus.INTERRUPTED:
+        return OpenAIError(503, error, type="server_error", headers={"Retry-After": "2"})
+    return OpenAIError(status_for_error(error), error, type="api_error", code="upstream_error")
+
+
+def _streamed(handle: engine.RunHandle, chat: ChatRequest) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(_chunks(handle, chat), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def _data(payload: dict[str, Any] | str) -> str:
+    text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"data: {text}\n\n"
+
+
+async def _chunks(handle: engine.RunHandle, chat: ChatRequest) -> AsyncIterator[str]:
+    """The run's events as chunks: the role first, a chunk per piece, the finish, the usage when
+    asked, `[DONE]`. A client that leaves stops only this; the run goes on and is kept."""
+    created, usage = int(time.time()), chat.include_usage
+
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> str:
+        return _data(shapes.chunk(handle.run_id, created, chat.model, delta, finish, usage))
+
+    yield chunk({"role": "assistant", "content": "", "refusal": None})
+    async for event in handle.events(idle=KEEPALIVE_SECONDS):
+        if event is None:
+            yield ": keep-alive\n\n"
+            continue
+        kind = event["event"]
+        if kind == "RunContent":
+            yield chunk({"content": event["content"]})
+        elif kind in ("RunCompleted", "RunCancelled"):
+            yield chunk({}, shapes.finish_reason(event.get("error", "")))
+            if usage:
+                last = shapes.chunk(handle.run_id, created, chat.model, None, None, True)
+                yield _data({**last, "usage": shapes.usage_of(event.get("metrics") or {})})
+            break
+        elif kind == "RunError":
+            # Mid-stream, the status line is long gone: OpenAI sends the error as an event.
+            yield _data(_run_failure(event.get("status", RunStatus.ERROR), event["error"]).body())
+            break
+    yield _data("[DONE]")
+
+
+def _failure(exc: Exception, model: str = "") -> HttpResponse:
+    error = translated(exc, model)
+    if error is None:
+        log.exception("a /v1 request failed")
+        error = OpenAIError(500, "Parley failed while answering this request.", type="server_error")
+    return error.response()

@@ -1,0 +1,238 @@
+"""`/v1/chat/completions` and `/v1/models` through the real `openai` SDK: answers, streams and
+errors exactly as OpenAI's, each completion an ordinary Parley run in a session of the caller's."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app.models import Agent, Run, Session
+from testkit.upstream import Reply
+from tests.openai.conftest import sdk
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_the_models_are_the_callers_agents(client, agent):
+    await Agent.objects.acreate(name="Hidden helper", model="scripted", listed=False)
+    await Agent.objects.acreate(name="Code Reviewer", model="scripted")
+
+    models = await client.models.list()
+
+    assert [m.id for m in models.data] == ["assistant", "code-reviewer"]
+    assert {m.object for m in models.data} == {"model"}
+    assert {m.owned_by for m in models.data} == {"parley"}
+
+
+async def test_a_completion_answers_and_is_kept_as_a_session(client, alice, upstream):
+    upstream.script(Reply("Hello Alice.", prompt_tokens=7, completion_tokens=3))
+
+    raw = await client.chat.completions.with_raw_response.create(
+        model="assistant", messages=[{"role": "user", "content": "Hi there"}]
+    )
+    answer = raw.parse()
+
+    assert answer.object == "chat.completion"
+    assert answer.model == "assistant"
+    assert answer.choices[0].message.role == "assistant"
+    assert answer.choices[0].message.content == "Hello Alice."
+    assert answer.choices[0].finish_reason == "stop"
+    assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (7, 3)
+    assert answer.usage.total_tokens == 10
+    run = await Run.objects.select_related("session").aget()
+    assert answer.id == f"chatcmpl-{run.run_id.hex}"
+    assert raw.headers["x-parley-session-id"] == run.session_id
+    assert (run.source, run.input, run.content, run.user_id) == (
+        "openai",
+        "Hi there",
+        "Hello Alice.",
+        alice.pk,
+    )
+    assert run.session.session_name == "Hi there"  # as the chat page names a new chat
+
+
+async def test_a_stream_sends_chunks_then_the_usage_then_done(client, upstream):
+    upstream.script(Reply("One two three.", prompt_tokens=5, completion_tokens=3))
+
+    stream = await client.chat.completions.create(
+        model="assistant",
+        messages=[{"role": "user", "content": "Count"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = [chunk async for chunk in stream]
+
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert len({c.id for c in chunks}) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "One two three."
+    finishing = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert [c.choices[0].finish_reason for c in finishing] == ["stop"]
+    assert chunks[-1].choices == []
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (5, 3)
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+async def test_a_stream_without_usage_asked_has_none(client, upstream):
+    stream = await client.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "Hi"}], stream=True
+    )
+    chunks = [chunk async for chunk in stream]
+
+    assert all(c.choices for c in chunks)
+    assert all(getattr(c, "usage", None) is None for c in chunks)
+
+
+async def test_the_clients_system_message_follows_the_agents_instructions(client, agent, upstream):
+    agent.instructions = "You are Parley's assistant."
+    await sync_to_async(agent.save)()
+
+    await client.chat.completions.create(
+        model="assistant",
+        messages=[
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "Hello"},
+        ],
+        temperature=0.2,
+        max_completion_tokens=50,
+        stop=["\n\n"],
+    )
+
+    sent = upstream.requests[-1]
+    assert sent["messages"][0] == {
+        "role": "system",
+        "content": "You are Parley's assistant.\n\nAnswer in French.",
+    }
+    assert sent["messages"][-1] == {"role": "user", "content": "Hello"}
+    assert (sent["temperature"], sent["max_tokens"], sent["stop"]) == (0.2, 50, ["\n\n"])
+
+
+async def test_text_parts_are_read_as_text(client, upstream):
+    answer = await client.chat.completions.create(
+        model="assistant",
+        messages=[
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "you"}],
+            }
+        ],
+    )
+    assert answer.choices[0].message.content == "Echo: Hi you"
+
+
+async def test_the_model_may_be_named_by_the_agents_id_or_name(client, agent):
+    for model in (str(agent.agent_id), "Assistant"):
+        answer = await client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Hi"}]
+        )
+        assert answer.model == model
+
+
+# -- errors, as OpenAI's ------------------------------------------------------------------------
+
+
+async def test_a_bad_key_is_401(agent, upstream):
+    async with sdk("prl_not-a-token") as stranger:
+        with pytest.raises(openai.AuthenticationError) as refused:
+            await stranger.chat.completions.create(
+                model="assistant", messages=[{"role": "user", "content": "Hi"}]
+            )
+        with pytest.raises(openai.AuthenticationError):
+            await stranger.models.list()
+    assert refused.value.body["code"] == "invalid_api_key"
+    assert await Run.objects.acount() == 0
+
+
+async def test_an_unknown_or_hidden_model_is_404(client):
+    hidden = await Agent.objects.acreate(name="Hidden", model="scripted", listed=False)
+    for model in ("no-such-agent", str(hidden.agent_id)):
+        with pytest.raises(openai.NotFoundError) as refused:
+            await client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Hi"}]
+            )
+        assert refused.value.body == {
+            "message": f"The model `{model}` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": "model_not_found",
+        }
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"n": 2}, "n"),
+        ({"logprobs": True}, "logprobs"),
+        ({"audio": {"voice": "alloy", "format": "mp3"}, "modalities": ["text", "audio"]}, "audio"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"max_tokens": 0}, "max_tokens"),
+    ],
+)
+async def test_what_parley_does_not_offer_is_400_naming_it(client, extra, param):
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "Hi"}], **extra
+        )
+    assert refused.value.body["param"] == param
+    assert await Run.objects.acount() == 0
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [],
+        [{"role": "assistant", "content": "I speak first"}],
+        [{"role": "user", "content": "   "}],
+        [
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}],
+            }
+        ],
+        [{"role": "wizard", "content": "Hi"}],
+    ],
+)
+async def test_messages_it_cannot_answer_are_400_and_nothing_is_kept(client, messages):
+    with pytest.raises(openai.BadRequestError):
+        await client.chat.completions.create(model="assistant", messages=messages)
+    assert await Session.objects.acount() == 0
+    assert await Run.objects.acount() == 0
+
+
+async def test_a_failing_model_is_502_and_the_run_keeps_the_error(client, upstream):
+    upstream.script(Reply(status=500, error_message="upstream broke"))
+    with pytest.raises(openai.APIStatusError) as failed:
+        await client.chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "Hi"}]
+        )
+    assert failed.value.status_code == 502
+    assert failed.value.body["type"] == "api_error"
+    run = await Run.objects.aget()
+    assert run.status == "ERROR" and "500" in run.error
+
+
+async def test_a_model_failing_mid_stream_sends_an_error_event(client, upstream):
+    upstream.script(Reply("Half an answer and then", error_after=2))
+    stream = await client.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "Hi"}], stream=True
+    )
+    with pytest.raises(openai.APIError):
+        async for _ in stream:
+            pass
+    run = await Run.objects.aget()
+    assert run.status == "ERROR"
+
+
+async def test_the_rate_limit_is_429_with_retry_after(client, settings):
+    settings.PARLEY_SESSIONS_PER_MINUTE = 1
+    await client.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "1"}]
+    )
+    with pytest.raises(openai.RateLimitError) as refused:
+        await client.chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "2"}]
+        )
+    assert int(refused.value.response.headers["retry-after"]) >= 1
+    assert refused.value.body["code"] == "rate_limit_exceeded"
