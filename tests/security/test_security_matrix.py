@@ -613,6 +613,39 @@ def test_metrics_count_everyones_calls_only_for_staff_who_may_view_model_calls(w
     assert keys == {"bob": []}.get(role, ["alice"])  # only alice has talked to the model
 
 
+# -- the OpenAI-compatible doors: tokens only, errors in OpenAI's shape -----------------------------
+
+ASK = [{"role": "user", "content": "Hello"}]
+OPENAI_DOORS = [
+    Case("GET", "v1/models", roles(401, 200, 200, 200, 200, 200)),
+    # Everyone signed in talks to a listed agent, in a session of their own.
+    Case("POST", "v1/chat/completions", API_SIGNED_IN, {"model": "assistant", "messages": ASK}),
+    # Naming alice's session: only alice continues it; it is nobody else's, staff's neither.
+    Case(
+        "POST",
+        "v1/chat/completions",
+        roles(401, 200, 409, 409, 409, 409),
+        {"model": "assistant", "messages": ASK, "metadata": {"session_id": "{session_id}"}},
+    ),
+    Case("GET", "v1/.*$", roles(404, 404, 404, 404, 404, 404), url="v1/no-such-thing"),
+]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("case", OPENAI_DOORS, ids=lambda c: f"{c.id} {sorted(c.data)}")
+def test_openai_doors(world, role, case, upstream):
+    path = "/" + (case.url or case.route)
+    user = world.users[role]
+    headers = bearer(user) if user is not None else {}
+    body = json.loads(fill(json.dumps(case.data), world)) if case.method == "POST" else None
+    response = served_request(headers, case.method, path, body)
+    assert_outcome(response, case.expect[role], path)
+    assert_no_secret(response, role)
+    if response.status_code >= 400:
+        assert set(json.loads(response.content)) == {"error"}, response.content
+
+
 # -- coverage: no route without its line ---------------------------------------------------------
 
 
@@ -645,7 +678,7 @@ def test_every_route_is_in_the_matrix():
     api_paths = {path for _, path in operations}
     unlisted = {
         route for route in routes if not (route.startswith("api/") and api_path(route) in api_paths)
-    } - {case.route for case in PAGES + ADMIN_SITE + ADMIN_MODELS}
+    } - {case.route for case in PAGES + ADMIN_SITE + ADMIN_MODELS + OPENAI_DOORS}
     assert unlisted == set()
 
 
