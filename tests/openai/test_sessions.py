@@ -151,9 +151,7 @@ async def test_the_readmes_example_continues_one_session(client):
     messages: list = [{"role": "user", "content": "Hello!"}]
     answer = await client.chat.completions.create(model="assistant", messages=messages)
     messages += [answer.choices[0].message, {"role": "user", "content": "And again?"}]
-    stream = await client.chat.completions.create(
-        model="assistant", messages=messages, stream=True
-    )
+    stream = await client.chat.completions.create(model="assistant", messages=messages, stream=True)
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
     assert text == "Echo: And again?"

@@ -613,7 +613,7 @@ def test_metrics_count_everyones_calls_only_for_staff_who_may_view_model_calls(w
     assert keys == {"bob": []}.get(role, ["alice"])  # only alice has talked to the model
 
 
-# -- the OpenAI-compatible doors: tokens only, errors in OpenAI's shape -----------------------------
+# -- the OpenAI-compatible doors: tokens only, errors in OpenAI's shape ----------------------------
 
 ASK = [{"role": "user", "content": "Hello"}]
 OPENAI_DOORS = [
