@@ -17,8 +17,8 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods, require_POST
 
 from sessions_app.accounts import tokens as token_service
-from sessions_app.models import ApiToken
-from sessions_app.services.access import NotFound
+from sessions_app.models import Agent, ApiToken, User
+from sessions_app.services.access import NotFound, usable_agents
 
 
 class TokenNameForm(forms.Form):
@@ -26,7 +26,8 @@ class TokenNameForm(forms.Form):
 
 
 class TokenCreateForm(TokenNameForm):
-    """A name and when the token stops working: never, after 30 or 90 days, or after a date."""
+    """A name, when the token stops working (never, after 30 or 90 days, or after a date), and
+    the agents it may use: any of those its maker may use, or, choosing none, all of them."""
 
     expires = forms.ChoiceField(
         choices=[("", "Never"), ("30", "In 30 days"), ("90", "In 90 days"), ("date", "On a date")],
@@ -36,6 +37,17 @@ class TokenCreateForm(TokenNameForm):
     expires_on = forms.DateField(
         required=False, label="Expiry date", widget=forms.DateInput(attrs={"type": "date"})
     )
+    agents = forms.ModelMultipleChoiceField(
+        queryset=Agent.objects.none(),
+        required=False,
+        label="Agents",
+        help_text="The agents it may use; choose none for every agent you may use.",
+    )
+
+    def __init__(self, user: User, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        agents = usable_agents(user).order_by("name", "created_at")
+        self.fields["agents"].queryset = agents  # type: ignore[attr-defined]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -110,13 +122,17 @@ def _xor(data: bytes, pad: bytes) -> bytes:
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_tokens(request: HttpRequest) -> HttpResponse:
-    form = TokenCreateForm(request.POST or None)
+    form = TokenCreateForm(request.user, request.POST or None)
     if request.method == "POST" and form.is_valid():
         cleaned = form.cleaned_data
-        token, raw = token_service.create_token(
-            request.user, cleaned["name"], expires_at=cleaned["expires_at"]
-        )
-        return _hand_over(request, token, raw)
+        try:
+            token, raw = token_service.create_token(
+                request.user, cleaned["name"], cleaned["expires_at"], cleaned["agents"]
+            )
+        except ValueError as exc:  # an agent unlisted, or the expiry passed, since the check
+            form.add_error(None, str(exc))
+        else:
+            return _hand_over(request, token, raw)
     created = _take_over(request) if request.method == "GET" else None
     context = {
         "form": form,

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
 
@@ -125,12 +125,23 @@ class ApiTokenForm(forms.ModelForm):
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     form = ApiTokenForm
-    list_display = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at"]
+    list_display = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at", "scope"]
     list_select_related = ["user"]
-    list_filter = ["created_at", "last_used_at", "expires_at"]
+    list_filter = ["created_at", "last_used_at", "expires_at", "scoped"]
     search_fields = ["name", "prefix", "user__username"]
-    fields = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at"]
-    readonly_fields = ["prefix", "user", "created_at", "last_used_at"]
+    fields = ["name", "prefix", "user", "created_at", "last_used_at", "expires_at", "scope"]
+    # The scope is its owner's choice, as the token is: shown, not changed here.
+    readonly_fields = ["prefix", "user", "created_at", "last_used_at", "scope"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
+        agents = Prefetch("agents", queryset=Agent.objects.order_by("name").only("pk", "name"))
+        return super().get_queryset(request).prefetch_related(agents)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # a token is shown once, to whoever creates it: on the tokens page
+
+    @admin.display(description="agents")
+    def scope(self, obj: ApiToken) -> str:
+        if not obj.scoped:
+            return "All agents"
+        return ", ".join(agent.name for agent in obj.agents.all()) or "None (deleted since)"

@@ -60,6 +60,17 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(
         null=True, blank=True, help_text="From this moment the token answers 401; empty: never."
     )
+    # The agents the token may use. `scoped` keeps a token limited when all its agents are
+    # deleted since: an empty `agents` alone would read as "every agent".
+    agents = models.ManyToManyField(
+        "sessions_app.Agent",
+        blank=True,
+        related_name="+",
+        help_text="The agents it may use; none: every agent its user may use.",
+    )
+    scoped = models.BooleanField(
+        default=False, help_text="Limited to its agents (to none, once they are all deleted)."
+    )
 
     class Meta:
         ordering = ["-created_at"]

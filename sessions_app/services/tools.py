@@ -2,7 +2,8 @@
 
 Every tool runs as the user who owns the run: the sessions it can read are that user's own,
 filtered by owner in the query itself, whatever ids the model makes up. (Agno 2.2's async path
-read other users' sessions here.)
+read other users' sessions here.) A run started with a token limited to some agents reads only
+their sessions, as the token itself could.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from sessions_app.ids import session_id_or_none
 from sessions_app.models import Agent, Message, Role, Run, RunStatus, Session, User
 from sessions_app.services import statesize
+from sessions_app.services.access import in_scope
 
 # Bounds on what a tool hands back, so one call cannot flood the context window.
 MAX_CHARS_PER_MESSAGE = 2_000
@@ -105,7 +107,7 @@ def _dialogue(session: Session, limit: int = MAX_CHARS_PER_SESSION) -> list[dict
 def previous_sessions(user: User, current_session_id: Any, count: int) -> list[dict[str, Any]]:
     """The user's last `count` sessions other than the current one, newest first."""
     sessions = (
-        Session.objects.filter(user=user)  # the owner, never anyone else: the whole point
+        in_scope(user, Session.objects.filter(user=user))  # the owner's: the whole point
         .exclude(pk=current_session_id)
         .order_by("-created_at")[: max(0, min(count, MAX_SESSIONS))]
     )
@@ -124,7 +126,8 @@ def read_past_session(user: User, current_session_id: Any, session_id: Any) -> d
     wanted = session_id_or_none(session_id)
     if wanted is None:
         raise ToolError("No such session.")
-    session = Session.objects.filter(user=user, pk=wanted).exclude(pk=current_session_id).first()
+    owned = in_scope(user, Session.objects.filter(user=user, pk=wanted))
+    session = owned.exclude(pk=current_session_id).first()
     if session is None:
         raise ToolError("No such session.")
     return {

@@ -14,6 +14,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from sessions_app.models import LLMCall, User
+from sessions_app.services.access import in_scope
 from sessions_app.services.permissions import staff_may
 from sessions_app.usage.percentiles import percentiles
 
@@ -33,12 +34,12 @@ def default_start(end: date | datetime | None) -> date | datetime | None:
 def calls_in_range(
     user: User, start: date | datetime | None, end: date | datetime | None
 ) -> QuerySet[LLMCall]:
-    """The calls `user` may count (their own; everyone's for staff who may view model calls),
-    within start..end inclusive.
+    """The calls `user` may count (their own; everyone's for staff who may view model calls;
+    of their token's agents only, when it is limited to some), within start..end inclusive.
 
     A bare date means the whole calendar day (UTC), so end=2025-01-31 includes that day.
     """
-    calls = LLMCall.objects.all()
+    calls = in_scope(user, LLMCall.objects.all())
     if not staff_may(user, "view", LLMCall):
         calls = calls.filter(user=user)
     if start is not None:

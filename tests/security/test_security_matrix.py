@@ -548,10 +548,12 @@ def test_pages(world, role, case, upstream):
         assert "script-src 'self'" in response["Content-Security-Policy"], path
 
 
-def api_request(world: World, role: str, case: Case) -> Any:
+def api_request(world: World, role: str, case: Case, headers: dict[str, str] | None = None) -> Any:
+    """The case's request as `role`, with a token of theirs (or these `headers`)."""
     path = fill(case.route, world)
     user = world.users[role]
-    headers = bearer(user) if user is not None else {}
+    if headers is None:
+        headers = bearer(user) if user is not None else {}
     body = json.loads(fill(json.dumps(case.data), world)) if case.method != "GET" else None
     if case in ASYNC_API:
         return path, served_request(headers, case.method, path, body)
@@ -587,11 +589,13 @@ def test_async_api(world, role, case, upstream):
     check_api(world, role, case)
 
 
-def check_api(world: World, role: str, case: Case) -> None:
-    path, response = api_request(world, role, case)
-    answer = case.expect[role]
+def check_api(world: World, role: str, case: Case, limited: bool = False) -> None:
+    """`limited`: as alice, through a token limited to an agent none of her objects is of."""
+    headers = limited_token(world) if limited else None
+    path, response = api_request(world, role, case, headers)
+    answer = limited_answer(case) if limited else case.expect[role]
     assert_outcome(response, answer, path)
-    assert_no_secret(response, role)
+    assert_no_secret(response, "bob" if limited else role)
     if answer in (401, 403, 404):
         assert set(json.loads(response.content)) == {"detail"}, response.content
     right = RIGHTS.get((case.method, case.route))
@@ -644,6 +648,39 @@ def test_openai_doors(world, role, case, upstream):
     assert_no_secret(response, role)
     if response.status_code >= 400:
         assert set(json.loads(response.content)) == {"error"}, response.content
+
+
+# -- a token limited to another agent --------------------------------------------------------------
+
+
+def limited_token(world: World) -> dict[str, str]:
+    elsewhere = Agent.objects.create(name="Elsewhere", model="scripted")
+    _, raw = create_token(world.users["alice"], "limited", agents=[elsewhere])
+    return {"Authorization": f"Bearer {raw}"}
+
+
+def limited_answer(case: Case) -> Answer:
+    """Through it alice's objects answer as they do to bob; her agent too is missing."""
+    if (case.method, case.route) == ("GET", "/api/agents/{agent_id}"):
+        return 404
+    return case.expect["bob"]
+
+
+@pytest.mark.parametrize("case", [c for c in API if c not in ASYNC_API], ids=lambda c: c.id)
+def test_api_through_a_token_limited_to_another_agent(world, case, upstream):
+    check_api(world, "alice", case, limited=True)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", ASYNC_API, ids=lambda c: c.id)
+def test_async_api_through_a_token_limited_to_another_agent(world, case, upstream):
+    check_api(world, "alice", case, limited=True)
+
+
+def test_metrics_through_a_token_limited_to_another_agent_count_none_of_alices_calls(world):
+    by_user = Case("GET", "/api/metrics", {}, {"group_by": "user"})
+    _, response = api_request(world, "alice", by_user, limited_token(world))
+    assert response.json()["data"] == []
 
 
 # -- coverage: no route without its line ---------------------------------------------------------
