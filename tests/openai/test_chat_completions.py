@@ -7,6 +7,7 @@ import openai
 import pytest
 from asgiref.sync import sync_to_async
 
+from sessions_app.accounts import create_token
 from sessions_app.models import Agent, Run, Session
 from testkit.upstream import Reply
 from tests.openai.conftest import sdk
@@ -236,3 +237,20 @@ async def test_the_rate_limit_is_429_with_retry_after(client, settings):
         )
     assert int(refused.value.response.headers["retry-after"]) >= 1
     assert refused.value.body["code"] == "rate_limit_exceeded"
+
+
+async def test_a_token_limited_to_some_agents_sees_and_uses_only_those(alice, agent, upstream):
+    reviewer = await Agent.objects.acreate(name="Code Reviewer", model="scripted")
+    _, raw = await sync_to_async(create_token)(alice, "limited", agents=[reviewer])
+    async with sdk(raw) as limited:
+        models = await limited.models.list()
+        answer = await limited.chat.completions.create(
+            model="code-reviewer", messages=[{"role": "user", "content": "Review this"}]
+        )
+        with pytest.raises(openai.NotFoundError):
+            await limited.chat.completions.create(
+                model="assistant", messages=[{"role": "user", "content": "Hi"}]
+            )
+    assert [m.id for m in models.data] == ["code-reviewer"]
+    assert answer.choices[0].message.content == "Echo: Review this"
+    assert await Run.objects.filter(agent=agent).acount() == 0
