@@ -28,6 +28,7 @@ from bench import (
     frames,
     latency,
     lists,
+    openai_door,
 )
 from bench.context import Bench, Fixtures, Options
 from bench.report import render
@@ -44,6 +45,7 @@ FIGURES: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "dashboard": dashboard.run,
     "datasets": datasets.run,
     "evaluation": evaluation.run,
+    "openai": openai_door.run,
     "compare": compare.run,  # only with --against
 }
 ALIASES = {
@@ -57,6 +59,7 @@ ALIASES = {
     "7": "admin",
     "8": "datasets",
     "9": "evaluation",
+    "10": "openai",
 }
 # The whole benchmark stops here whatever happens, well after a full run on a slow machine.
 DEADLINE = 30 * 60.0
@@ -70,7 +73,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         nargs="+",
         default=[],
         metavar="FIGURE",
-        help=f"figures to run: {', '.join(FIGURES)} (or 1-9, 1d); default all",
+        help=f"figures to run: {', '.join(FIGURES)} (or 1-10, 1d); default all",
     )
     parser.add_argument("--clients", type=int, default=100, help="concurrent clients in fig 1")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
@@ -169,6 +172,8 @@ def setup(bench: Bench, figures: list[str]) -> None:
             needed += capacity.sessions_needed(bench)
         if "compare" in figures:
             needed += compare.sessions_needed(bench)
+        if "openai" in figures:
+            needed += openai_door.sessions_needed(bench)
         fixtures = ["fixtures", "--sessions", str(needed), "--models", *models]
         data = stack.helper(*fixtures)
         bench.token, bench.cookie = data["token"], data["cookie"]

@@ -188,6 +188,59 @@ class SSEClient:
         await self.http.aclose()
 
 
+class OpenAIClient(SSEClient):
+    """Parley's OpenAI-compatible door: POST /v1/chat/completions with "stream": true, the
+    session named by its header, read as OpenAI's chunks."""
+
+    async def run(
+        self, agent_id: str, session_id: str, prompt: str, tokens: int, limit: float
+    ) -> RunResult:
+        result = RunResult()
+        payload = {
+            "model": agent_id,
+            "messages": [{"role": "user", "content": prompt}],
+            "stream": True,
+        }
+        headers = {"X-Parley-Session-Id": session_id}
+        started, parts = time.perf_counter(), []
+        try:
+            async with (
+                asyncio.timeout(limit),
+                self.http.stream(
+                    "POST", "/v1/chat/completions", json=payload, headers=headers
+                ) as response,
+            ):
+                if response.status_code != 200:
+                    await response.aread()
+                    result.error = f"{response.status_code} {response.text[:200]}"
+                    return result
+                async for line in response.aiter_lines():
+                    result.bytes += len(line) + 1
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    result.frames += 1
+                    chunk = json.loads(line[6:])
+                    if "error" in chunk:
+                        result.error = f"error: {line[6:200]}"
+                        continue
+                    choice = chunk["choices"][0]
+                    if choice["delta"].get("content"):
+                        now = time.perf_counter() - started
+                        if result.ttft is None:
+                            result.ttft = now
+                        result.pieces.append(now)
+                        parts.append(choice["delta"]["content"])
+                    if choice.get("finish_reason"):
+                        result.total = time.perf_counter() - started
+                        result.ok = "".join(parts).rstrip().endswith(expected_tail(tokens))
+                        result.error = "" if result.ok else "incomplete answer"
+            if not result.ok and not result.error:
+                result.error = "the stream ended without a finish_reason"
+        except Exception as exc:
+            result.error = repr(exc)
+        return result
+
+
 class ChatSocket:
     """One browser tab's WebSocket: Parley's /ws/chat/ or the baseline's /ws/naive/."""
 

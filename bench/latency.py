@@ -22,6 +22,7 @@ from bench.clients import (
     SERVER_IDLE_TIMEOUT,
     ChatSocket,
     DirectClient,
+    OpenAIClient,
     RunResult,
     SSEClient,
     close_all,
@@ -43,6 +44,7 @@ LABELS = {
     "sse": "SSE",
     "ws": "WS",
     "naive": "Naive WS",
+    "v1": "/v1 (OpenAI)",
     "sse_b": "SSE (B)",
     "ws_b": "WS (B)",
     "sse_d": "SSE",
@@ -118,6 +120,7 @@ Runner = Callable[[int], Awaitable[RunResult]]
 SERVER = {
     "sse": "parley",
     "ws": "parley",
+    "v1": "parley",
     "naive": "naive",
     "sse_b": "parley_b",
     "ws_b": "parley_b",
@@ -146,10 +149,11 @@ async def _runners(
             return await directs[i].run(scenario.model, PROMPT, tokens, timeout)
 
         return [run_direct] * n, close_all(directs)
-    if what == "sse":
+    if what in ("sse", "v1"):
         idle = NGINX_IDLE_TIMEOUT if server in stack.serves else SERVER_IDLE_TIMEOUT
         url, token = stack.url(server), fixtures.token
-        sses = [SSEClient(url, token, timeout, idle) for _ in range(n)]
+        client = OpenAIClient if what == "v1" else SSEClient
+        sses = [client(url, token, timeout, idle) for _ in range(n)]
         await connect_all(sses)
         sessions, agent = fixtures.take(n), fixtures.agent(scenario)
 
