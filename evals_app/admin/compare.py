@@ -16,11 +16,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from datasets_app.models import Dataset, DatasetItem
 from datasets_app.services import catalog, collect
+from evals_app import money
 from evals_app.admin import turns
 from evals_app.admin.forms import SendForm
 from evals_app.admin.gate import experiment_for
 from evals_app.admin.page import page_url
 from evals_app.models import Experiment, Score, Trial
+from evals_app.scorer_labels import label_of_key, labels_of
 from sessions_app.admin import display
 from sessions_app.services.access import NotFound
 from sessions_app.services.markdown import highlight_css
@@ -56,10 +58,11 @@ def _baseline_of(experiment: Experiment, candidate: Trial) -> Trial | None:
     )
 
 
-def _scores(trial: Trial) -> list[dict[str, Any]]:
+def _scores(trial: Trial, labels: dict[str, str]) -> list[dict[str, Any]]:
     return [
         {
             "scorer": score.scorer,
+            "label": label_of_key(score.scorer, labels),
             "value": display.EMPTY if score.value is None else f"{score.value:g}",
             "reason": score.reason,
             "error": score.error,
@@ -99,7 +102,7 @@ def _prompts(prompt: Any) -> list[list[dict[str, str]]]:
     ]
 
 
-def _answer(trial: Trial | None, role: str) -> dict[str, Any]:
+def _answer(trial: Trial | None, role: str, labels: dict[str, str]) -> dict[str, Any]:
     if trial is None:
         return {"role": role, "missing": True}
     return {
@@ -107,9 +110,15 @@ def _answer(trial: Trial | None, role: str) -> dict[str, Any]:
         "version": str(trial.version),
         "trial": trial,
         "turns": turns.answer_turns(trial),
-        "scores": _scores(trial),
-        "metrics": display.metrics(trial),
+        "scores": _scores(trial, labels),
+        "metrics": _metrics(trial),
     }
+
+
+def _metrics(trial: Trial) -> list[tuple[str, str]]:
+    """The run's figures, its cost by evaluation's one rule (see evals_app.money)."""
+    cost = money.usd(trial.cost, estimated=trial.usage_estimated)
+    return [(name, cost if name == "Cost" else value) for name, value in display.metrics(trial)]
 
 
 def _repeats(experiment: Experiment, candidate: Trial) -> list[tuple[int, str, bool]]:
@@ -125,6 +134,7 @@ def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> Htt
     experiment = experiment_for(request, experiment_id, "view", items=True)
     candidate = _candidate(experiment, trial_id)
     may_send = catalog.may(request.user, catalog.ADD_ITEMS) and candidate.item is not None
+    labels = labels_of(experiment.scorers)
     context = {
         **admin.site.each_context(request),
         "title": f"Item {str(candidate.item_uuid)[:8]}, side by side",
@@ -135,8 +145,8 @@ def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> Htt
         "input_turns": turns.input_turns(candidate),
         "reference_turns": turns.reference_turns(candidate),
         "answers": [
-            _answer(_baseline_of(experiment, candidate), "baseline"),
-            _answer(candidate, "candidate"),
+            _answer(_baseline_of(experiment, candidate), "baseline", labels),
+            _answer(candidate, "candidate", labels),
         ],
         "repeats": _repeats(experiment, candidate) if experiment.repeats > 1 else [],
         "send_form": SendForm(initial={"dataset": experiment.dataset_id}) if may_send else None,

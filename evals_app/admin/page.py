@@ -14,13 +14,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from evals_app import blind, experiments, runner
+from evals_app import blind, experiments, money, runner
 from evals_app.admin import figures
 from evals_app.admin.forms import ScorerForm
 from evals_app.admin.gate import experiment_for, may, may_read_items
 from evals_app.models import FINISHED_STATUSES, Experiment
 from evals_app.report import build_report
-from evals_app.scorers import SpecError
+from evals_app.scorer_labels import label_of, label_of_key, labels_of
+from evals_app.scorers import SpecError, spec_key
 from sessions_app.admin import display
 
 TEMPLATE = "admin/evals_app/experiment/page.html"
@@ -43,7 +44,10 @@ def progress_context(experiment: Experiment) -> dict[str, Any]:
     """The figures the progress box shows, as people read them."""
     now = experiments.progress(experiment)
     total, done = now.get("total") or 0, now.get("done") or 0
+    scored, to_score = now["scores_done"], now["scores_total"]
     finished = experiment.status in FINISHED_STATUSES
+    labels = labels_of(experiment.scorers)
+    cost = now.get("used_cost") if now["cost_known"] else None
     return {
         "finished": finished,
         "status": experiment.get_status_display(),
@@ -52,22 +56,29 @@ def progress_context(experiment: Experiment) -> dict[str, Any]:
         "total": total,
         "percent": round(100 * done / total) if total else 0,
         "errors": now.get("errors") or 0,
+        "scores_done": scored,
+        "scores_total": to_score,
+        "scoring": [{**s, "label": label_of_key(s["scorer"], labels)} for s in now["scoring"]],
+        # Answered, not yet scored: what the runner does until the figures are whole.
+        "scoring_now": not finished and total > 0 and done == total and scored < to_score,
         "tokens": display.shown(now.get("used_tokens"), "tokens"),
-        "cost": display.shown(now.get("used_cost"), "usd"),
+        "cost": money.usd(cost),
+        "cost_title": "" if now["cost_known"] else money.UNKNOWN_WHY,
         "budget_tokens": _budget(now.get("budget_tokens"), "tokens"),
-        "budget_cost": _budget(now.get("budget_cost"), "usd"),
+        "budget_cost": "" if now.get("budget_cost") is None else money.usd(now["budget_cost"]),
         "cancel_requested": experiment.cancel_requested,
         "url": _url("progress", experiment),
     }
 
 
-def _scorer_names(experiment: Experiment) -> list[str]:
-    named = []
+def _scorers_shown(experiment: Experiment) -> list[dict[str, str]]:
+    """Each scorer in words, its key (the name of its scores) and its options in full."""
+    shown = []
     for spec in experiment.scorers:
         spec = {"name": spec} if isinstance(spec, str) else spec
         options = ", ".join(f"{k}: {v}" for k, v in spec.items() if k != "name")
-        named.append(f"{spec.get('name')} ({options})" if options else str(spec.get("name")))
-    return named
+        shown.append({"label": label_of(spec), "key": spec_key(spec), "options": options})
+    return shown
 
 
 def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any]:
@@ -80,7 +91,7 @@ def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any
         "opts": Experiment._meta,
         "experiment": experiment,
         "versions": figures.versions_of(experiment),
-        "scorer_names": _scorer_names(experiment),
+        "scorers": _scorers_shown(experiment),
         "progress": progress,
         "figures": figures.figures(experiment, shows_items=may_read_items(request)),
         "tallies": blind.tally(experiment),
