@@ -4,6 +4,7 @@ that sends the candidate's answer to a dataset for review."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django.contrib import admin, messages
@@ -16,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from datasets_app.models import Dataset, DatasetItem
 from datasets_app.services import catalog, collect
+from datasets_app.services.snapshot import EXAMPLE_NAMES, clean
 from evals_app import money
 from evals_app.admin import turns
 from evals_app.admin.forms import SendForm
@@ -137,7 +139,9 @@ def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> Htt
     labels = labels_of(experiment.scorers)
     context = {
         **admin.site.each_context(request),
-        "title": f"Item {str(candidate.item_uuid)[:8]}, side by side",
+        # The item's id as its dataset's admin names it (and the report's links say it).
+        "title": f"Item {candidate.item_uuid}, side by side",
+        "item_url": display.change_url(DatasetItem, candidate.item_uuid) if candidate.item else "",
         "opts": Experiment._meta,
         "experiment": experiment,
         "experiment_url": page_url(experiment),
@@ -156,9 +160,20 @@ def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> Htt
     return TemplateResponse(request, TEMPLATE, context)
 
 
+def as_seen(candidate: Trial) -> DatasetItem:
+    """The candidate's item with the conversation as the candidate was sent it: its own system
+    message (not the one the item was taken with), the history and the question, without its
+    few-shot examples. Unsaved: what the new item is made from."""
+    item = copy.copy(candidate.item)
+    sent = [clean(m) for m in candidate.sent_messages or () if m.get("name") not in EXAMPLE_NAMES]
+    if item is not None and sent:
+        item.messages = sent
+    return item  # type: ignore[return-value]  (the view has made sure there is one)
+
+
 @require_POST
 def send_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> HttpResponse:
-    """The candidate's answer to the item's conversation, as a pending item of the chosen
+    """The candidate's answer to the conversation it was sent, as a pending item of the chosen
     dataset, to be reviewed there."""
     experiment = experiment_for(request, experiment_id, "view", items=True)
     if not catalog.may(request.user, catalog.ADD_ITEMS):
@@ -179,7 +194,7 @@ def send_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> HttpRe
         return HttpResponseRedirect(back)
     try:
         item = collect.add_variant(
-            dataset, candidate.item, candidate.content, model=candidate.model, by=request.user
+            dataset, as_seen(candidate), candidate.content, model=candidate.model, by=request.user
         )
     except (collect.AlreadyInDataset, collect.NotCollectable) as exc:
         messages.error(request, str(exc))

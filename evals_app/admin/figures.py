@@ -9,6 +9,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from datasets_app.services.snapshot import up_to_last_question
 from evals_app import money
 from evals_app.models import Experiment, Trial
 from evals_app.report import (
@@ -168,6 +169,7 @@ def worse_items(
         url = reverse("admin:evals_app_experiment_compare", args=[experiment.pk, trial.pk])
         shown.append({
             "item": _item_name(trial, shows_items),
+            "item_id": str(trial.item_uuid),
             "version": str(trial.version),
             "scorer": (labels or {}).get(entry.scorer, entry.scorer),
             "scorer_key": entry.scorer,
@@ -180,6 +182,12 @@ def worse_items(
 
 
 def _item_name(trial: Trial, shows_items: bool) -> str:
+    """The question the trial answered: the item's last user turn (its first may be an
+    earlier turn of a long conversation)."""
     if trial.item is None:
         return "(item deleted)"
-    return display.excerpt(str(trial.item), 80) if shows_items else f"item {trial.item_uuid}"
+    if not shows_items:
+        return f"item {trial.item_uuid}"
+    asked = up_to_last_question(trial.item.messages)
+    question = str(asked[-1].get("content") or "") if asked else ""
+    return display.excerpt(question, 80) or f"item {trial.item_uuid}"
