@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -16,8 +17,8 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from evals_app import blind, experiments, money, runner
 from evals_app.admin import figures
-from evals_app.admin.forms import ScorerForm
-from evals_app.admin.gate import experiment_for, may, may_read_items
+from evals_app.admin.forms import JUDGED, RescoreForm
+from evals_app.admin.gate import experiment_for, may, may_read_agents, may_read_items
 from evals_app.models import FINISHED_STATUSES, Experiment
 from evals_app.report import build_report
 from evals_app.scorer_labels import label_of, label_of_key, labels_of
@@ -99,7 +100,7 @@ def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any
         "can_cancel": can_change and not progress["finished"],
         "can_resume": can_change and experiment.status in runner.RESUMABLE,
         "can_delete": may(request, "delete", experiment),
-        "rescore_form": ScorerForm() if can_change else None,
+        "rescore_form": rescore_form(request, experiment) if can_change else None,
         "urls": {
             name: _url(name, experiment)
             for name in ("cancel", "resume", "rescore", "csv", "json", "rate", "delete")
@@ -150,23 +151,48 @@ def resume_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
     return HttpResponseRedirect(page_url(experiment))
 
 
+def rescore_form(request: HttpRequest, experiment: Experiment, data: Any = None) -> RescoreForm:
+    """Its judge is chosen as the start form chooses it: by staff who may read agents."""
+    return RescoreForm(data, judge=experiment.judge, may_choose_judge=may_read_agents(request))
+
+
 @require_POST
 def rescore_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
     experiment = experiment_for(request, experiment_id, "change")
-    form = ScorerForm(request.POST)
-    if not form.is_valid() or not form.cleaned_data["scorers"]:
-        problems = [e for errors in form.errors.values() for e in errors] or ["choose a scorer"]
-        messages.error(request, "Nothing to score: " + " ".join(problems))
+    form = rescore_form(request, experiment, request.POST)
+    if form.is_valid() and not form.cleaned_data["scorers"]:
+        form.add_error("scorers", "Choose a scorer.")
+    if not form.is_valid():
+        messages.error(request, "Nothing to score: " + _problems(form))
         return HttpResponseRedirect(page_url(experiment))
-    specs = form.specs()
+    specs, judge = form.specs(), form.chosen_judge()
     try:
-        runner.rescore(experiment, specs)
+        with transaction.atomic():
+            if judge is not None and judge.pk != experiment.judge_id:
+                Experiment.objects.filter(pk=experiment.pk).update(judge=judge)
+                experiment.judge = judge
+            runner.rescore(experiment, specs)
     except (experiments.ExperimentError, SpecError) as exc:
         messages.error(request, str(exc))
     else:
-        names = ", ".join(spec["name"] for spec in specs)
-        messages.success(request, f"Scoring the answers with {names}; the answers are kept.")
+        names = ", ".join(label_of(spec) for spec in specs)
+        by = (
+            f", judged by {judge}"
+            if judge is not None and any(spec["name"] in JUDGED for spec in specs)
+            else ""
+        )
+        messages.success(request, f"Scoring the answers with {names}{by}; the answers are kept.")
     return HttpResponseRedirect(page_url(experiment))
+
+
+def _problems(form: RescoreForm) -> str:
+    """The form's errors, each after the label of its field."""
+    said = []
+    for name, errors in form.errors.items():
+        field = form.fields.get(name)
+        label = f"{field.label or name.replace('_', ' ').capitalize()}: " if field else ""
+        said += [f"{label}{error}" for error in errors]
+    return " ".join(said)
 
 
 def _attachment(body: str, content_type: str, experiment: Experiment, ext: str) -> HttpResponse:
