@@ -71,6 +71,38 @@ def test_a_scorer_that_cannot_score_a_live_run_is_refused(
     assert not EvalRule.objects.exists()
 
 
+def test_the_form_offers_only_the_scorers_that_can_score_a_live_run(root):
+    page = root.get(f"{RULES}add/").content.decode()
+
+    offered = re.findall(r'name="chosen" value="(\w+)"', page)
+    assert offered == ["contains", "json_valid", "judge", "regex"]
+    assert "Contains (give its “text” below)" in page
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("exact", "Exact match compares with a reference answer, and a live run has none."),
+        ("json_equal", "JSON equal compares with a reference answer, and a live run has none."),
+        ("similarity", "Similarity compares with a reference answer, and a live run has none."),
+        (
+            "pairwise",
+            "Pairwise judge compares with the baseline's answer, and a live run has none.",
+        ),
+        ("nonsense", "There is no scorer “nonsense”."),
+    ],
+)
+def test_a_scorer_posted_that_cannot_score_a_live_run_is_refused_saying_why(
+    root, agent, name, message
+):
+    response = root.post(f"{RULES}add/", rule_form(agent, ["json_valid", name]))
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["chosen"] == [message]
+    assert message.replace("'", "&#x27;") in response.content.decode()
+    assert not EvalRule.objects.exists()
+
+
 def test_contains_scores_live_runs_when_its_text_is_given(root, agent):
     response = root.post(
         f"{RULES}add/", rule_form(agent, ["contains"], {"contains": {"text": "sorry"}})
