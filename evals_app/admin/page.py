@@ -12,7 +12,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
 from evals_app import blind, experiments, money, runner
@@ -27,6 +27,7 @@ from sessions_app.admin import display
 
 TEMPLATE = "admin/evals_app/experiment/page.html"
 PROGRESS_TEMPLATE = "admin/evals_app/experiment/_progress.html"
+CANCEL_TEMPLATE = "admin/evals_app/experiment/cancel.html"
 
 
 def page_url(experiment: Experiment) -> str:
@@ -127,15 +128,29 @@ def progress_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
     return TemplateResponse(request, PROGRESS_TEMPLATE, context)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def cancel_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
+    """GET asks first (a page of its own, so it needs no script); POST cancels."""
     experiment = experiment_for(request, experiment_id, "change")
     if experiment.status in FINISHED_STATUSES:
         messages.info(request, f"The experiment had already ended ({experiment.status}).")
+    elif request.method == "GET":
+        return TemplateResponse(request, CANCEL_TEMPLATE, _cancel_context(request, experiment))
     else:
         runner.cancel(experiment)
         messages.success(request, "The experiment is cancelled; answers under way are let go.")
     return HttpResponseRedirect(page_url(experiment))
+
+
+def _cancel_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any]:
+    return {
+        **admin.site.each_context(request),
+        "title": "Cancel the experiment?",
+        "opts": Experiment._meta,
+        "experiment": experiment,
+        "experiment_url": page_url(experiment),
+        "progress": progress_context(experiment),
+    }
 
 
 @require_POST
