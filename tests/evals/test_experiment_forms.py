@@ -60,6 +60,8 @@ def test_each_error_shows_by_its_own_field(starter, qa, versions):
     assert errors_of(shown, "pattern") == ["The regular expression scorer needs a pattern."]
     assert errors_of(shown, "budget_cost") == ["Ensure this value is greater than or equal to 0."]
     assert errors_of(shown, "versions") == []
+    # Styled as the admin's own forms: each row holds its field and its errors together.
+    assert 'href="/static/admin/css/forms.css"' in shown
 
     # What only making the experiment finds out is placed by its field as well.
     _, baseline, _ = versions
