@@ -29,7 +29,7 @@ SCORERS = [
 
 # The scorers that ask a judge agent, and the field each one's own options are given in.
 JUDGED = {"judge", "pairwise"}
-SHORT = [("judge", "LLM judge"), ("pairwise", "pairwise judge")]
+JUDGED_LABELS = [("judge", "LLM judge"), ("pairwise", "pairwise judge")]
 OPTION_FIELDS = {"regex": "pattern", "judge": "rubric"}
 EMBEDDED_CONCURRENCY = 2
 
@@ -99,7 +99,7 @@ class ScorerForm(forms.Form):
         if "judge" in chosen:
             self._check_judge_options(data)
         if chosen & JUDGED and self._judge(data) is None:
-            named = " and ".join(label for name, label in SHORT if name in chosen & JUDGED)
+            named = " and ".join(label for name, label in JUDGED_LABELS if name in chosen & JUDGED)
             where = "judge" if "judge" in self.fields else None
             self.add_error(where, f"The {named} asks a judge agent: choose one.")
         if not self.errors:
