@@ -15,8 +15,8 @@ from django.db import transaction
 from django.db.models import Count, Q
 
 from datasets_app.models import Dataset, DatasetItem, ItemStatus, Split
-from evals_app.models import Experiment, Trial, TrialStatus
-from evals_app.scorers import SpecError, build
+from evals_app.models import Experiment, Score, Trial, TrialStatus
+from evals_app.scorers import REGISTRY, SpecError, build, spec_key
 from sessions_app.models import Agent, AgentVersion, User
 
 TRIAL_BATCH = 1000
@@ -190,21 +190,57 @@ def _write_trials(experiment: Experiment, versions: list[AgentVersion], repeats:
 
 
 def progress(experiment: Experiment) -> dict[str, Any]:
-    """Where it stands: its trials (`done` counts those answered and those that failed, `errors`
-    the latter) and what it spent against its budget."""
+    """Where it stands, in counts only: its trials (`done` counts those answered and those that
+    failed, `errors` the latter), its scores written of those its answers so far call for
+    (`scores_done` of `scores_total`, and per scorer in `scoring`), and what it spent against
+    its budget (`cost_known`: whether any price was known, else its cost is unknown, not 0)."""
+    answered = Q(status=TrialStatus.COMPLETED)
     counts = Trial.objects.filter(experiment=experiment).aggregate(
         total=Count("pk"),
         done=Count("pk", filter=Q(status__in=[TrialStatus.COMPLETED, TrialStatus.ERROR])),
         errors=Count("pk", filter=Q(status=TrialStatus.ERROR)),
+        answered=Count("pk", filter=answered),
+        answered_by_candidates=Count("pk", filter=answered & ~Q(version_id=experiment.baseline_id)),
+        priced=Count("pk", filter=Q(cost__isnull=False)),
     )
     fresh = Experiment.objects.only(
-        "status", "used_tokens", "used_cost", "budget_tokens", "budget_cost"
+        "status", "used_tokens", "used_cost", "budget_tokens", "budget_cost", "scorers"
     ).get(pk=experiment.pk)
+    scoring = _scoring(fresh, counts.pop("answered"), counts.pop("answered_by_candidates"))
+    priced = counts.pop("priced") > 0 or fresh.used_cost != 0 or _judges_priced(experiment)
     return {
         "status": fresh.status,
         **counts,
+        "scores_done": sum(s["done"] for s in scoring),
+        "scores_total": sum(s["total"] for s in scoring),
+        "scoring": scoring,
         "used_tokens": fresh.used_tokens,
         "used_cost": fresh.used_cost,
+        "cost_known": priced,
         "budget_tokens": fresh.budget_tokens,
         "budget_cost": fresh.budget_cost,
     }
+
+
+def _scoring(experiment: Experiment, answered: int, by_candidates: int) -> list[dict[str, Any]]:
+    """Per scorer, the scores written and those called for: one per answer, or per candidate's
+    answer for a scorer that compares with the baseline's. One grouped count."""
+    wanted: dict[str, int] = {}
+    for spec in experiment.scorers or []:
+        name = spec if isinstance(spec, str) else spec.get("name")
+        pairwise = getattr(REGISTRY.get(str(name)), "pairwise", False)
+        wanted.setdefault(spec_key(spec), by_candidates if pairwise else answered)
+    written = dict(
+        Score.objects.filter(trial__experiment=experiment, scorer__in=list(wanted))
+        .order_by()
+        .values_list("scorer")
+        .annotate(n=Count("pk"))
+    )
+    return [
+        {"scorer": key, "done": min(written.get(key, 0), total), "total": total}
+        for key, total in wanted.items()
+    ]
+
+
+def _judges_priced(experiment: Experiment) -> bool:
+    return Score.objects.filter(trial__experiment=experiment, judge_cost__isnull=False).exists()

@@ -19,6 +19,7 @@ from django.db.models import Sum
 from evals_app import stats
 from evals_app.models import Experiment, Score, Trial, TrialStatus
 from evals_app.report_render import as_csv, as_dict, as_text
+from evals_app.scorer_labels import label_of, label_of_key
 from evals_app.scorers import REGISTRY, SpecError, build
 from sessions_app.models import Agent, AgentVersion
 
@@ -27,6 +28,9 @@ EVEN = 0.5  # the pairwise scorer's value for "as good as the baseline"
 # way, a sign test needs six (two-sided p = 2 / 2**6 < 0.05), while the bootstrap of identical
 # differences would give an interval of no width.
 MIN_PAIRED = 6
+# A judge that gave this many answers of a version one and the same verdict may not be telling
+# answers apart (a rubric it cannot apply, a scale it ignores); fewer may simply be alike.
+MIN_JUDGED = 6
 CHUNK = 2000
 
 
@@ -78,6 +82,8 @@ class ScoreFigures:
     wins: int | None = None
     ties: int | None = None
     losses: int | None = None
+    # The one value every scored answer was given, when they were all given the same.
+    same_value: float | None = None
 
     @property
     def paired_items(self) -> int:
@@ -153,6 +159,25 @@ class Report:
                 scorer = names.get(f.scorer, f.scorer)
                 reasons.append(f"{f.errors} {scorer} score(s) of {labels[f.version_id]} failed")
         return reasons
+
+    def judge_warnings(self, key: str | None = None) -> list[str]:
+        """Judges (of the scorer `key`, or every one) that gave every answer of a version the
+        same verdict, over MIN_JUDGED answers or more: they may not tell answers apart, and
+        their figures say little."""
+        labels = {v.version_id: v.label for v in self.versions}
+        warnings = []
+        for info in self.scorers:
+            judged = getattr(REGISTRY.get(info.name), "needs_judge", False)
+            if not judged or key not in (None, info.key):
+                continue
+            for f in self.scores:
+                if f.scorer == info.key and f.same_value is not None and f.n >= MIN_JUDGED:
+                    warnings.append(
+                        f"{info.label} gave all {f.n} scored answers of "
+                        f"{labels.get(f.version_id, f.version_id)} the same score "
+                        f"({f.same_value:g}): the judge may not be telling answers apart."
+                    )
+        return warnings
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -270,6 +295,7 @@ def _figures(
     mine = values.get((info.key, version.version_id), {})
     item_means = [stats.item_mean(v) for v in mine.values()]
     mean, low, high = stats.bootstrap_mean(item_means, experiment.seed)
+    given = {value for repeats in mine.values() for value in repeats}
     figures = ScoreFigures(
         version.version_id,
         info.key,
@@ -279,6 +305,7 @@ def _figures(
         low=low,
         high=high,
         errors=errors.get((info.key, version.version_id), 0),
+        same_value=next(iter(given)) if len(given) == 1 else None,
     )
     if version.baseline:
         return figures, []
@@ -324,7 +351,7 @@ def _scorers(experiment: Experiment) -> list[ScorerInfo]:
         if scorer.key not in {i.key for i in infos}:
             infos.append(
                 ScorerInfo(
-                    scorer.key, scorer.name, scorer.label, tuple(scorer.scale), scorer.pairwise
+                    scorer.key, scorer.name, label_of(spec), tuple(scorer.scale), scorer.pairwise
                 )
             )
     return infos
@@ -336,8 +363,7 @@ def _info_of_key(key: str) -> ScorerInfo:
     cls = REGISTRY.get(name)
     if cls is None:
         return ScorerInfo(key, name, name, (0.0, 1.0))
-    scale = tuple(cls.scale)
-    return ScorerInfo(key, name, f"{cls.label} (earlier options)", scale, cls.pairwise)
+    return ScorerInfo(key, name, label_of_key(key), tuple(cls.scale), cls.pairwise)
 
 
 def _about(experiment: Experiment, versions: list[VersionFigures]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from evals_app.money import usd
+
 if TYPE_CHECKING:
     from evals_app.report import Report, ScoreFigures, ScorerInfo, VersionFigures
 
@@ -69,6 +71,7 @@ def as_dict(report: Report) -> dict[str, Any]:
             "scorers": [{**asdict(s), "scale": list(s.scale)} for s in report.scorers],
             "scores": [{**asdict(f), "within_noise": f.within_noise} for f in report.scores],
             "worse_items": [w._asdict() for w in report.worse_items],
+            "warnings": report.judge_warnings(),
         }
     )
 
@@ -123,7 +126,7 @@ def as_text(report: Report) -> str:
         f"{about['status']}",
         f"Baseline {about['baseline']}; 95 % bootstrap intervals over items (seed "
         f"{about['seed']}). Spent {about['used_tokens']} tokens, "
-        f"cost {_money(about['used_cost'])}.",
+        f"cost {_money(about['used_cost'] if _priced(report) else None)}.",
         "",
         *_table(
             ("version", "trials", "errors", "tokens", "cost", "ttft p50/p95", "duration p50/p95"),
@@ -140,8 +143,16 @@ def as_text(report: Report) -> str:
         rows = [_score_cells(f, labels) for f in report.scores if f.scorer == info.key]
         header = ("version", "n", "mean", "95 % interval", "errors", "vs baseline", "W/T/L", "")
         lines += _table(header, rows)
+    warnings = [f"Warning: {warning}" for warning in report.judge_warnings()]
+    lines += ["", *warnings] if warnings else []
     lines += ["", *_verdict_lines(report, labels)]
     return "\n".join(lines) + "\n"
+
+
+def _priced(report: Report) -> bool:
+    """Whether a price was known for anything it spent (else its cost is unknown, not 0)."""
+    judged = report.experiment.get("judge_cost")
+    return judged is not None or any(v.cost is not None for v in report.versions)
 
 
 def _version_cells(v: VersionFigures) -> list[str]:
@@ -208,7 +219,7 @@ def _interval(low: float | None, high: float | None, sign: str = "") -> str:
 
 
 def _money(value: Decimal | None) -> str:
-    return "unknown" if value is None else f"${value:.4f}"
+    return usd(value)
 
 
 def _seconds(value: float | None) -> str:

@@ -74,11 +74,23 @@ class VersionOut(Schema):
         return obj.agent.name
 
 
+class ScorerProgressOut(Schema):
+    scorer: str = Field(description="The scorer's key, as its scores name it.")
+    done: int = Field(description="Scores written.")
+    total: int = Field(description="Scores its answers so far call for.")
+
+
 class ProgressOut(Schema):
     status: StatusName
     total: int
     done: int = Field(description="Trials answered or failed.")
     errors: int = Field(description="Trials that failed.")
+    scores_done: int = Field(description="Scores written, every scorer together.")
+    scores_total: int = Field(
+        description="Scores called for: each scorer's, one per answered trial (for a scorer "
+        "against the baseline, per candidate's answered trial)."
+    )
+    scoring: list[ScorerProgressOut] = Field(description="Per scorer.")
     used_tokens: int
     used_cost: float
     budget_tokens: int | None

@@ -4,6 +4,7 @@ that sends the candidate's answer to a dataset for review."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django.contrib import admin, messages
@@ -16,11 +17,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from datasets_app.models import Dataset, DatasetItem
 from datasets_app.services import catalog, collect
+from datasets_app.services.snapshot import EXAMPLE_NAMES, clean
+from evals_app import money
 from evals_app.admin import turns
 from evals_app.admin.forms import SendForm
 from evals_app.admin.gate import experiment_for
 from evals_app.admin.page import page_url
 from evals_app.models import Experiment, Score, Trial
+from evals_app.scorer_labels import label_of_key, labels_of
 from sessions_app.admin import display
 from sessions_app.services.access import NotFound
 from sessions_app.services.markdown import highlight_css
@@ -56,10 +60,11 @@ def _baseline_of(experiment: Experiment, candidate: Trial) -> Trial | None:
     )
 
 
-def _scores(trial: Trial) -> list[dict[str, Any]]:
+def _scores(trial: Trial, labels: dict[str, str]) -> list[dict[str, Any]]:
     return [
         {
             "scorer": score.scorer,
+            "label": label_of_key(score.scorer, labels),
             "value": display.EMPTY if score.value is None else f"{score.value:g}",
             "reason": score.reason,
             "error": score.error,
@@ -99,7 +104,7 @@ def _prompts(prompt: Any) -> list[list[dict[str, str]]]:
     ]
 
 
-def _answer(trial: Trial | None, role: str) -> dict[str, Any]:
+def _answer(trial: Trial | None, role: str, labels: dict[str, str]) -> dict[str, Any]:
     if trial is None:
         return {"role": role, "missing": True}
     return {
@@ -107,9 +112,15 @@ def _answer(trial: Trial | None, role: str) -> dict[str, Any]:
         "version": str(trial.version),
         "trial": trial,
         "turns": turns.answer_turns(trial),
-        "scores": _scores(trial),
-        "metrics": display.metrics(trial),
+        "scores": _scores(trial, labels),
+        "metrics": _metrics(trial),
     }
+
+
+def _metrics(trial: Trial) -> list[tuple[str, str]]:
+    """The run's figures, its cost by evaluation's one rule (see evals_app.money)."""
+    cost = money.usd(trial.cost, estimated=trial.usage_estimated)
+    return [(name, cost if name == "Cost" else value) for name, value in display.metrics(trial)]
 
 
 def _repeats(experiment: Experiment, candidate: Trial) -> list[tuple[int, str, bool]]:
@@ -125,9 +136,12 @@ def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> Htt
     experiment = experiment_for(request, experiment_id, "view", items=True)
     candidate = _candidate(experiment, trial_id)
     may_send = catalog.may(request.user, catalog.ADD_ITEMS) and candidate.item is not None
+    labels = labels_of(experiment.scorers)
     context = {
         **admin.site.each_context(request),
-        "title": f"Item {str(candidate.item_uuid)[:8]}, side by side",
+        # The item's id as its dataset's admin names it (and the report's links say it).
+        "title": f"Item {candidate.item_uuid}, side by side",
+        "item_url": display.change_url(DatasetItem, candidate.item_uuid) if candidate.item else "",
         "opts": Experiment._meta,
         "experiment": experiment,
         "experiment_url": page_url(experiment),
@@ -135,8 +149,8 @@ def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> Htt
         "input_turns": turns.input_turns(candidate),
         "reference_turns": turns.reference_turns(candidate),
         "answers": [
-            _answer(_baseline_of(experiment, candidate), "baseline"),
-            _answer(candidate, "candidate"),
+            _answer(_baseline_of(experiment, candidate), "baseline", labels),
+            _answer(candidate, "candidate", labels),
         ],
         "repeats": _repeats(experiment, candidate) if experiment.repeats > 1 else [],
         "send_form": SendForm(initial={"dataset": experiment.dataset_id}) if may_send else None,
@@ -146,9 +160,20 @@ def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> Htt
     return TemplateResponse(request, TEMPLATE, context)
 
 
+def as_seen(candidate: Trial) -> DatasetItem:
+    """The candidate's item with the conversation as the candidate was sent it: its own system
+    message (not the one the item was taken with), the history and the question, without its
+    few-shot examples. Unsaved: what the new item is made from."""
+    item = copy.copy(candidate.item)
+    sent = [clean(m) for m in candidate.sent_messages or () if m.get("name") not in EXAMPLE_NAMES]
+    if item is not None and sent:
+        item.messages = sent
+    return item  # type: ignore[return-value]  (the view has made sure there is one)
+
+
 @require_POST
 def send_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> HttpResponse:
-    """The candidate's answer to the item's conversation, as a pending item of the chosen
+    """The candidate's answer to the conversation it was sent, as a pending item of the chosen
     dataset, to be reviewed there."""
     experiment = experiment_for(request, experiment_id, "view", items=True)
     if not catalog.may(request.user, catalog.ADD_ITEMS):
@@ -169,7 +194,7 @@ def send_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> HttpRe
         return HttpResponseRedirect(back)
     try:
         item = collect.add_variant(
-            dataset, candidate.item, candidate.content, model=candidate.model, by=request.user
+            dataset, as_seen(candidate), candidate.content, model=candidate.model, by=request.user
         )
     except (collect.AlreadyInDataset, collect.NotCollectable) as exc:
         messages.error(request, str(exc))

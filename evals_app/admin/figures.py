@@ -9,6 +9,8 @@ from typing import Any
 
 from django.urls import reverse
 
+from datasets_app.services.snapshot import up_to_last_question
+from evals_app import money
 from evals_app.models import Experiment, Trial
 from evals_app.report import (
     Report,
@@ -61,6 +63,7 @@ class ScorerTable:
     label: str
     rows: list[dict[str, Any]]
     chart: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -112,7 +115,8 @@ def _version_row(version: AgentVersion, f: VersionFigures | None, baseline_id: A
         "trials": shown("trials"),
         "errors": shown("errors"),
         "tokens": shown("tokens", unit="tokens"),
-        "cost": shown("cost", unit="usd"),
+        "cost": money.usd(f.cost if f else None),
+        "cost_title": money.UNKNOWN_WHY if f is None or f.cost is None else "",
         "latency_p50": shown("duration_p50", unit="seconds"),
         "latency_p95": shown("duration_p95", unit="seconds"),
         "first_token_p50": shown("ttft_p50", unit="seconds"),
@@ -133,15 +137,22 @@ def figures(experiment: Experiment, *, shows_items: bool) -> Figures:
     versions = versions_of(experiment)
     base = experiment.baseline_id
     per_version = {v.version_id: v for v in report.versions}
+    tables = [_scorer_table(report, info, versions, base) for info in report.scorers]
+    for table in tables:
+        table.warnings = report.judge_warnings(table.key)
+    labels = {info.key: info.label for info in report.scorers}
     return Figures(
         versions=[_version_row(v, per_version.get(v.pk), base) for v in versions],
-        scorers=[_scorer_table(report, info, versions, base) for info in report.scorers],
-        worse=worse_items(experiment, report.worse_items, shows_items),
+        scorers=tables,
+        worse=worse_items(experiment, report.worse_items, shows_items, labels),
     )
 
 
 def worse_items(
-    experiment: Experiment, entries: list[WorseItem], shows_items: bool
+    experiment: Experiment,
+    entries: list[WorseItem],
+    shows_items: bool,
+    labels: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The first WORSE_SHOWN entries, each opening its candidate's first repeat side by side
     (the view steps through the others)."""
@@ -158,8 +169,10 @@ def worse_items(
         url = reverse("admin:evals_app_experiment_compare", args=[experiment.pk, trial.pk])
         shown.append({
             "item": _item_name(trial, shows_items),
+            "item_id": str(trial.item_uuid),
             "version": str(trial.version),
-            "scorer": entry.scorer,
+            "scorer": (labels or {}).get(entry.scorer, entry.scorer),
+            "scorer_key": entry.scorer,
             "baseline": number(entry.baseline),
             "candidate": number(entry.candidate),
             "difference": number(entry.difference, signed=True),
@@ -169,6 +182,12 @@ def worse_items(
 
 
 def _item_name(trial: Trial, shows_items: bool) -> str:
+    """The question the trial answered: the item's last user turn (its first may be an
+    earlier turn of a long conversation)."""
     if trial.item is None:
         return "(item deleted)"
-    return display.excerpt(str(trial.item), 80) if shows_items else f"item {trial.item_uuid}"
+    if not shows_items:
+        return f"item {trial.item_uuid}"
+    asked = up_to_last_question(trial.item.messages)
+    question = str(asked[-1].get("content") or "") if asked else ""
+    return display.excerpt(question, 80) or f"item {trial.item_uuid}"

@@ -8,23 +8,26 @@ import json
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from evals_app import blind, experiments, runner
+from evals_app import blind, experiments, money, runner
 from evals_app.admin import figures
-from evals_app.admin.forms import ScorerForm
-from evals_app.admin.gate import experiment_for, may, may_read_items
+from evals_app.admin.forms import JUDGED, RescoreForm
+from evals_app.admin.gate import experiment_for, may, may_read_agents, may_read_items
 from evals_app.models import FINISHED_STATUSES, Experiment
 from evals_app.report import build_report
-from evals_app.scorers import SpecError
+from evals_app.scorer_labels import label_of, label_of_key, labels_of
+from evals_app.scorers import SpecError, spec_key
 from sessions_app.admin import display
 
 TEMPLATE = "admin/evals_app/experiment/page.html"
 PROGRESS_TEMPLATE = "admin/evals_app/experiment/_progress.html"
+CANCEL_TEMPLATE = "admin/evals_app/experiment/cancel.html"
 
 
 def page_url(experiment: Experiment) -> str:
@@ -43,7 +46,10 @@ def progress_context(experiment: Experiment) -> dict[str, Any]:
     """The figures the progress box shows, as people read them."""
     now = experiments.progress(experiment)
     total, done = now.get("total") or 0, now.get("done") or 0
+    scored, to_score = now["scores_done"], now["scores_total"]
     finished = experiment.status in FINISHED_STATUSES
+    labels = labels_of(experiment.scorers)
+    cost = now.get("used_cost") if now["cost_known"] else None
     return {
         "finished": finished,
         "status": experiment.get_status_display(),
@@ -52,22 +58,29 @@ def progress_context(experiment: Experiment) -> dict[str, Any]:
         "total": total,
         "percent": round(100 * done / total) if total else 0,
         "errors": now.get("errors") or 0,
+        "scores_done": scored,
+        "scores_total": to_score,
+        "scoring": [{**s, "label": label_of_key(s["scorer"], labels)} for s in now["scoring"]],
+        # Answered, not yet scored: what the runner does until the figures are whole.
+        "scoring_now": not finished and total > 0 and done == total and scored < to_score,
         "tokens": display.shown(now.get("used_tokens"), "tokens"),
-        "cost": display.shown(now.get("used_cost"), "usd"),
+        "cost": money.usd(cost),
+        "cost_title": "" if now["cost_known"] else money.UNKNOWN_WHY,
         "budget_tokens": _budget(now.get("budget_tokens"), "tokens"),
-        "budget_cost": _budget(now.get("budget_cost"), "usd"),
+        "budget_cost": "" if now.get("budget_cost") is None else money.usd(now["budget_cost"]),
         "cancel_requested": experiment.cancel_requested,
         "url": _url("progress", experiment),
     }
 
 
-def _scorer_names(experiment: Experiment) -> list[str]:
-    named = []
+def _scorers_shown(experiment: Experiment) -> list[dict[str, str]]:
+    """Each scorer in words, its key (the name of its scores) and its options in full."""
+    shown = []
     for spec in experiment.scorers:
         spec = {"name": spec} if isinstance(spec, str) else spec
         options = ", ".join(f"{k}: {v}" for k, v in spec.items() if k != "name")
-        named.append(f"{spec.get('name')} ({options})" if options else str(spec.get("name")))
-    return named
+        shown.append({"label": label_of(spec), "key": spec_key(spec), "options": options})
+    return shown
 
 
 def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any]:
@@ -80,7 +93,7 @@ def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any
         "opts": Experiment._meta,
         "experiment": experiment,
         "versions": figures.versions_of(experiment),
-        "scorer_names": _scorer_names(experiment),
+        "scorers": _scorers_shown(experiment),
         "progress": progress,
         "figures": figures.figures(experiment, shows_items=may_read_items(request)),
         "tallies": blind.tally(experiment),
@@ -88,7 +101,7 @@ def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any
         "can_cancel": can_change and not progress["finished"],
         "can_resume": can_change and experiment.status in runner.RESUMABLE,
         "can_delete": may(request, "delete", experiment),
-        "rescore_form": ScorerForm() if can_change else None,
+        "rescore_form": rescore_form(request, experiment) if can_change else None,
         "urls": {
             name: _url(name, experiment)
             for name in ("cancel", "resume", "rescore", "csv", "json", "rate", "delete")
@@ -115,15 +128,29 @@ def progress_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
     return TemplateResponse(request, PROGRESS_TEMPLATE, context)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def cancel_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
+    """GET asks first (a page of its own, so it needs no script); POST cancels."""
     experiment = experiment_for(request, experiment_id, "change")
     if experiment.status in FINISHED_STATUSES:
         messages.info(request, f"The experiment had already ended ({experiment.status}).")
+    elif request.method == "GET":
+        return TemplateResponse(request, CANCEL_TEMPLATE, _cancel_context(request, experiment))
     else:
         runner.cancel(experiment)
         messages.success(request, "The experiment is cancelled; answers under way are let go.")
     return HttpResponseRedirect(page_url(experiment))
+
+
+def _cancel_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any]:
+    return {
+        **admin.site.each_context(request),
+        "title": "Cancel the experiment?",
+        "opts": Experiment._meta,
+        "experiment": experiment,
+        "experiment_url": page_url(experiment),
+        "progress": progress_context(experiment),
+    }
 
 
 @require_POST
@@ -139,23 +166,48 @@ def resume_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
     return HttpResponseRedirect(page_url(experiment))
 
 
+def rescore_form(request: HttpRequest, experiment: Experiment, data: Any = None) -> RescoreForm:
+    """Its judge is chosen as the start form chooses it: by staff who may read agents."""
+    return RescoreForm(data, judge=experiment.judge, may_choose_judge=may_read_agents(request))
+
+
 @require_POST
 def rescore_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
     experiment = experiment_for(request, experiment_id, "change")
-    form = ScorerForm(request.POST)
-    if not form.is_valid() or not form.cleaned_data["scorers"]:
-        problems = [e for errors in form.errors.values() for e in errors] or ["choose a scorer"]
-        messages.error(request, "Nothing to score: " + " ".join(problems))
+    form = rescore_form(request, experiment, request.POST)
+    if form.is_valid() and not form.cleaned_data["scorers"]:
+        form.add_error("scorers", "Choose a scorer.")
+    if not form.is_valid():
+        messages.error(request, "Nothing to score: " + _problems(form))
         return HttpResponseRedirect(page_url(experiment))
-    specs = form.specs()
+    specs, judge = form.specs(), form.chosen_judge()
     try:
-        runner.rescore(experiment, specs)
+        with transaction.atomic():
+            if judge is not None and judge.pk != experiment.judge_id:
+                Experiment.objects.filter(pk=experiment.pk).update(judge=judge)
+                experiment.judge = judge
+            runner.rescore(experiment, specs)
     except (experiments.ExperimentError, SpecError) as exc:
         messages.error(request, str(exc))
     else:
-        names = ", ".join(spec["name"] for spec in specs)
-        messages.success(request, f"Scoring the answers with {names}; the answers are kept.")
+        names = ", ".join(label_of(spec) for spec in specs)
+        by = (
+            f", judged by {judge}"
+            if judge is not None and any(spec["name"] in JUDGED for spec in specs)
+            else ""
+        )
+        messages.success(request, f"Scoring the answers with {names}{by}; the answers are kept.")
     return HttpResponseRedirect(page_url(experiment))
+
+
+def _problems(form: RescoreForm) -> str:
+    """The form's errors, each after the label of its field."""
+    said = []
+    for name, errors in form.errors.items():
+        field = form.fields.get(name)
+        label = f"{field.label or name.replace('_', ' ').capitalize()}: " if field else ""
+        said += [f"{label}{error}" for error in errors]
+    return " ".join(said)
 
 
 def _attachment(body: str, content_type: str, experiment: Experiment, ext: str) -> HttpResponse:

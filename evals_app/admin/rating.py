@@ -16,6 +16,7 @@ from evals_app import blind
 from evals_app.admin import turns
 from evals_app.admin.forms import RateForm
 from evals_app.admin.gate import experiment_for
+from evals_app.admin.page import page_url
 from evals_app.models import Experiment
 from sessions_app.services.access import NotFound
 from sessions_app.services.markdown import highlight_css
@@ -35,6 +36,8 @@ def _context(request: HttpRequest, experiment: Experiment) -> dict[str, Any]:
         "title": "Rate answers",
         "opts": Experiment._meta,
         "experiment": experiment,
+        "experiment_url": page_url(experiment),
+        "experiment_label": "The experiment",  # not its name, as above
         "pair": pair,
         "left": blind.unrated(experiment, request.user).count(),
         "rated": blind.rateable(experiment).filter(human_verdicts__rater=request.user).count(),

@@ -16,23 +16,49 @@ from evals_app.scorers import REGISTRY, SpecError, build
 OPTIONS_HELP = (
     "The options of the chosen scorers, by name, as JSON: e.g. "
     '{"regex": {"pattern": "\\\\d+", "flags": "i"}, "contains": {"text": "sorry"}}. '
-    "A live run has no reference answer: the scorers that compare with one need an option "
-    'that gives it (contains: "text").'
+    "A live run has no reference answer: “contains” needs its text here."
 )
+# Scorers that compare with a reference answer, which can score a live run once an option
+# stands in for it.
+STAND_IN = {"contains": "text"}
+
+
+def live_refusal(name: str) -> str | None:
+    """Why the scorer cannot score a live run whatever its options (as scoring would find out,
+    evals_app.scoring._for_a_run); None when it can."""
+    scorer = REGISTRY.get(name)
+    if scorer is None:
+        return f"There is no scorer “{name}”."
+    if scorer.pairwise:
+        return f"{scorer.label} compares with the baseline's answer, and a live run has none."
+    if scorer.needs_reference and name not in STAND_IN:
+        return f"{scorer.label} compares with a reference answer, and a live run has none."
+    return None
 
 
 def scorer_choices() -> list[tuple[str, str]]:
-    """Every scorer that can judge an answer alone (not against a baseline), asked each time a
-    form is made, so scorers registered later are offered too."""
+    """The scorers that can score a live run, asked each time a form is made, so scorers
+    registered later are offered too."""
     return [
-        (name, cls.label + (" (against a reference)" if cls.needs_reference else ""))
-        for name, cls in sorted(REGISTRY.items())
-        if not cls.pairwise
+        (name, scorer.label + (f" (give its “{STAND_IN[name]}” below)" if name in STAND_IN else ""))
+        for name, scorer in sorted(REGISTRY.items())
+        if live_refusal(name) is None
     ]
 
 
+class LiveScorers(forms.MultipleChoiceField):
+    """A scorer posted that cannot score a live run is refused saying why, not as an unknown
+    choice."""
+
+    def validate(self, value: Any) -> None:
+        refused = [why for name in value or () if (why := live_refusal(str(name)))]
+        if refused:
+            raise forms.ValidationError(refused)
+        super().validate(value)
+
+
 class RuleForm(forms.ModelForm):
-    chosen = forms.MultipleChoiceField(
+    chosen = LiveScorers(
         label="Scorers", choices=scorer_choices, widget=forms.CheckboxSelectMultiple
     )
     options = forms.JSONField(

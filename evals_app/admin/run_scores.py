@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from evals_app.models import EvalRule, Score
+from evals_app.scorer_labels import label_of, label_of_key, labels_of
 from evals_app.scorers import REGISTRY, spec_key
 from sessions_app.admin.extensions import ListFilter, Panel, add_list_filter, add_panel
 from sessions_app.models import Run
@@ -51,12 +52,13 @@ class LiveScoreFilter(admin.SimpleListFilter):
             for spec in scorers or []
         }
         choices = [(SCORED, "Scored"), (UNSCORED, "Not scored")]
-        for key in sorted(specs):
-            at = f"{middle(key, specs[key]):g}"
+        labels = {key: label_of(spec) for key, spec in specs.items()}
+        for key in sorted(specs, key=lambda key: (labels[key], key)):
+            at, label = f"{middle(key, specs[key]):g}", labels[key]
             choices += [
-                (f"{key}<{at}", f"{key}: below {at}"),
-                (f"{key}>={at}", f"{key}: {at} or above"),
-                (f"{key}!", f"{key}: failed"),
+                (f"{key}<{at}", f"{label}: below {at}"),
+                (f"{key}>={at}", f"{label}: {at} or above"),
+                (f"{key}!", f"{label}: failed"),
             ]
         return choices
 
@@ -89,9 +91,10 @@ def run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     scores = list(
         Score.objects.filter(run=run).select_related("judge_version__agent").order_by("scorer")
     )
+    rules = EvalRule.objects.filter(agent_id=run.agent_id).values_list("scorers", flat=True)
+    labels = labels_of(spec for scorers in rules for spec in scorers or [])
     for score in scores:
-        scorer = REGISTRY.get(score.scorer.partition(":")[0])
-        score.label = scorer.label if scorer else score.scorer
+        score.label = label_of_key(score.scorer, labels)
     ruled = EvalRule.objects.filter(agent_id=run.agent_id, active=True).exists()
     return {"live_scores": scores, "live_ruled": ruled}
 

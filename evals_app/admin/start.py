@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.forms import Form
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
@@ -22,6 +23,17 @@ FIELDSETS = [
 ]
 
 
+# create_experiment's names for what it refuses, where the form's differ.
+FIELD_OF_PROBLEM = {"dataset_id": "dataset", "judge_id": "judge"}
+
+
+def place(form: Form, problems: list[tuple[str, str]]) -> None:
+    """Each problem by the field it is about; one about no field of the form, above them."""
+    for name, message in problems:
+        field = FIELD_OF_PROBLEM.get(name, name)
+        form.add_error(field if field in form.fields else None, message)
+
+
 def start_view(request: HttpRequest) -> HttpResponse:
     # Replaying a dataset's items through agents is reading both.
     if not (may(request, "add") and may_read_items(request) and may_read_agents(request)):
@@ -31,7 +43,7 @@ def start_view(request: HttpRequest) -> HttpResponse:
         try:
             experiment = experiments.create_experiment(**form.arguments(), created_by=request.user)
         except experiments.ExperimentError as exc:
-            form.add_error(None, str(exc))
+            place(form, exc.problems)
         else:
             runner.request(experiment)
             messages.success(request, f"“{experiment}” is queued; its progress shows below.")

@@ -185,10 +185,14 @@ class VersionPages:
     def compare_view(self, request: HttpRequest, agent_id: Any) -> HttpResponse:
         agent = _gated(versions.agent_for_user, request.user, agent_id)
         choices = list(agent.versions.order_by("-number"))
+        for version in choices:  # which users chat with, which are drafts: said on the page
+            version.state = versions.state(version)  # type: ignore[attr-defined]
+            version.named = f"v{version.number} ({version.state})"  # type: ignore[attr-defined]
         a, b = _chosen(choices, request.GET)
         rows = diff_rows(a, b) if a is not None and b is not None else []
+        live = next((v for v in choices if v.state == "live"), None)  # type: ignore[attr-defined]
         context = self._page(request, agent, f"Compare versions of {agent}", choices=choices)
-        context.update(a=a, b=b, rows=rows)
+        context.update(a=a, b=b, rows=rows, live=live)
         return TemplateResponse(request, f"{TEMPLATES}version_compare.html", context)
 
     def promote_view(self, request: HttpRequest, agent_id: Any, version_id: Any) -> HttpResponse:

@@ -128,3 +128,31 @@ def test_the_page_follows_a_running_experiment_then_shows_its_report_and_charts(
         assert page.evaluate("window.__violations") == []
     finally:
         context.close()
+
+
+def test_the_page_says_when_its_progress_cannot_be_fetched_until_it_can_again(
+    page: Page, login: Callable[[Page, str, str], None], rater: User
+):
+    _, baseline, draft = factories.two_versions()
+    made = factories.experiment(
+        factories.dataset_with_items("three", 3), baseline, draft, status=ExperimentStatus.RUNNING
+    )
+    login(page, "rater", "rater-pass-123")
+    page.goto(f"/admin/evals_app/experiment/{made.pk}/change/")
+    lost = page.get_by_test_id("progress-lost")
+    expect(page.get_by_test_id("progress-count")).to_have_text("6 of 6")
+    expect(lost).to_be_hidden()
+
+    # The server unreachable: the polls fail to be sent at all.
+    page.route("**/progress/", lambda route: route.abort("connectionrefused"))
+    expect(lost).to_be_visible()
+    expect(lost).to_have_text("Lost contact with the server; retrying…")
+    page.unroute("**/progress/")
+    expect(lost).to_be_hidden()
+
+    # Reached, but answering with an error (a proxy without its server behind it).
+    page.route("**/progress/", lambda route: route.fulfill(status=502, body="Bad gateway"))
+    expect(lost).to_be_visible()
+    page.unroute("**/progress/")
+    expect(lost).to_be_hidden()
+    expect(page.get_by_test_id("progress-count")).to_have_text("6 of 6")

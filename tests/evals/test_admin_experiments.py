@@ -188,7 +188,8 @@ def test_what_the_experiment_cannot_be_shows_on_the_form(django_user_model, qa, 
     })  # fmt: skip
 
     assert response.status_code == 200
-    assert 'class="errorlist nonfield"' in text_of(response)
+    row = text_of(response).split('class="form-row field-versions errors"')[1].split("</select>")[0]
+    assert "An experiment compares at least two versions." in row
     assert not Experiment.objects.exists()
 
 

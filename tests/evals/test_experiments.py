@@ -51,8 +51,12 @@ def test_a_trial_for_each_accepted_item_of_its_split_version_and_repeat(versions
         "total": 12,
         "done": 0,
         "errors": 0,
+        "scores_done": 0,
+        "scores_total": 0,
+        "scoring": [],
         "used_tokens": 0,
         "used_cost": Decimal(0),
+        "cost_known": False,
         "budget_tokens": None,
         "budget_cost": None,
     }

@@ -13,6 +13,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from evals_app.models import Experiment
 from evals_app.runner import run_experiment
+from evals_app.scorers import spec_key
 from tests.evals import kit
 from tests.support.apiclient import api_client, asgi_client
 from tests.support.roles import grant
@@ -75,6 +76,12 @@ def test_staff_who_may_add_make_an_experiment_and_it_is_queued(runner_staff, set
         "total": 12,
         "done": 0,
         "errors": 0,
+        "scores_done": 0,
+        "scores_total": 0,
+        "scoring": [
+            {"scorer": "contains", "done": 0, "total": 0},
+            {"scorer": spec_key({"name": "regex", "pattern": "\\d+"}), "done": 0, "total": 0},
+        ],
         "used_tokens": 0,
         "used_cost": 0.0,
         "budget_tokens": None,
@@ -274,4 +281,7 @@ async def test_an_experiment_made_on_a_server_starts_there_at_once(
     await until(completed, "the experiment completed")
     watched = (await client.get(path)).json()["progress"]
     assert (watched["done"], watched["total"], watched["errors"]) == (6, 6, 0)
+    # Every answer scored by both scorers, and said so.
+    assert (watched["scores_done"], watched["scores_total"]) == (12, 12)
+    assert [(s["done"], s["total"]) for s in watched["scoring"]] == [(6, 6), (6, 6)]
     assert len(upstream.requests) == 6

@@ -71,6 +71,38 @@ def test_a_scorer_that_cannot_score_a_live_run_is_refused(
     assert not EvalRule.objects.exists()
 
 
+def test_the_form_offers_only_the_scorers_that_can_score_a_live_run(root):
+    page = root.get(f"{RULES}add/").content.decode()
+
+    offered = re.findall(r'name="chosen" value="(\w+)"', page)
+    assert offered == ["contains", "json_valid", "judge", "regex"]
+    assert "Contains (give its “text” below)" in page
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("exact", "Exact match compares with a reference answer, and a live run has none."),
+        ("json_equal", "JSON equal compares with a reference answer, and a live run has none."),
+        ("similarity", "Similarity compares with a reference answer, and a live run has none."),
+        (
+            "pairwise",
+            "Pairwise judge compares with the baseline's answer, and a live run has none.",
+        ),
+        ("nonsense", "There is no scorer “nonsense”."),
+    ],
+)
+def test_a_scorer_posted_that_cannot_score_a_live_run_is_refused_saying_why(
+    root, agent, name, message
+):
+    response = root.post(f"{RULES}add/", rule_form(agent, ["json_valid", name]))
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["chosen"] == [message]
+    assert message.replace("'", "&#x27;") in response.content.decode()
+    assert not EvalRule.objects.exists()
+
+
 def test_contains_scores_live_runs_when_its_text_is_given(root, agent):
     response = root.post(
         f"{RULES}add/", rule_form(agent, ["contains"], {"contains": {"text": "sorry"}})
@@ -103,7 +135,8 @@ def test_the_run_list_filters_by_score(root, scored):
     assert listed(root, "none") == {scored["unscored"].pk}
     # The choices come from the scores there are.
     page = root.get(RUNS).content.decode()
-    assert f"{REGEX}: below 0.5" in page and "json_valid: failed" in page
+    assert "Matches “Hello”: below 0.5</a>" in page and "Valid JSON: failed</a>" in page
+    assert f"{REGEX}: below" not in page  # the key is the filter's value, not its words
 
 
 def test_the_score_filter_is_offered_to_staff_who_may_view_scores(staff, scored):
@@ -120,7 +153,9 @@ def test_a_runs_page_shows_its_live_scores(root, scored):
     page = root.get(f"{RUNS}{third.pk}/change/").content.decode()
     panel = page[page.index('data-testid="run-scores"') :].split("</section>")[0]
 
-    assert "Regular expression" in panel and REGEX in panel
+    # The scorer in words, its key only as the cell's title.
+    assert f'<td title="{REGEX}">Matches “Hello”</td>' in panel
+    assert f">{REGEX}" not in panel and f"{REGEX}<" not in panel
     assert "The scorer failed: boom" in panel
     unscored = root.get(f"{RUNS}{scored['unscored'].pk}/change/").content.decode()
     assert "Not scored: its agent's evaluation rules score a sample" in unscored

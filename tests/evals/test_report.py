@@ -194,7 +194,7 @@ def test_the_csv_has_a_row_per_version_and_scorer(table):
         "0.007",
     )
     base = next(r for r in read if r["baseline"] == "True" and r["scorer"] == judge_key)
-    assert base["difference"] == "" and base["scorer_label"] == "LLM judge"
+    assert base["difference"] == "" and base["scorer_label"] == "Judge (rubric: “Is it right?”)"
 
 
 def test_the_dict_is_json_and_the_text_is_a_table(table):

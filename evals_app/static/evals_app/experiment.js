@@ -1,6 +1,7 @@
-// An experiment's charts, one per scorer: each version's mean as a point on its 95 % interval
-// drawn as a floating bar. Data from the page's json_script; colours from the admin's CSS
-// variables, so the charts follow its light and dark themes (and its theme toggle).
+// An experiment's page: its charts, one per scorer (each version's mean as a point on its 95 %
+// interval drawn as a floating bar; data from the page's json_script; colours from the admin's
+// CSS variables, so the charts follow its light and dark themes and its theme toggle), and
+// word of a progress poll that fails.
 "use strict";
 
 (function () {
@@ -81,5 +82,29 @@
     });
   }
 
+  // The progress box polls the server: when a poll fails (the server down or unreachable, or
+  // an error answer), say so until one succeeds; htmx keeps polling meanwhile.
+  function lostNotice() {
+    return document.querySelector("#experiment-progress [data-testid=progress-lost]");
+  }
+
+  function polled(event) {
+    return event.detail && event.detail.elt && event.detail.elt.id === "experiment-progress";
+  }
+
+  function watchContact() {
+    const lost = (event) => {
+      const notice = polled(event) && lostNotice();
+      if (notice) notice.hidden = false;
+    };
+    document.addEventListener("htmx:sendError", lost);
+    document.addEventListener("htmx:responseError", lost);
+    document.addEventListener("htmx:afterRequest", (event) => {
+      const notice = polled(event) && event.detail.successful && lostNotice();
+      if (notice) notice.hidden = true;
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", draw);
+  watchContact();
 })();
