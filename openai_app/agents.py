@@ -55,3 +55,9 @@ def agent_for_model(user: User, model: str) -> Agent:
         if key in (ids[agent.pk], agent.name.strip().lower()):
             return agent
     raise unknown_model(model)
+
+
+def named_by(agent: Agent, model: str) -> bool:
+    """Whether `model` names this agent (its id, slug or name), asking the database nothing."""
+    key = model.strip().lower()
+    return key in (str(agent.pk), slugify(agent.name), agent.name.strip().lower())

@@ -93,20 +93,14 @@ def session_for(
 @dataclass(frozen=True)
 class Found:
     session_id: str
-    created: bool  # by this request: removed again if its run cannot start
+    created: bool  # by this request
 
 
 def _named(
     user: User, agent: Agent, conversation: Conversation, named: str, metadata: dict[str, Any]
 ) -> Found:
-    if not is_session_id(named):
-        raise OpenAIError(
-            400,
-            "A session id is letters, digits and . _ : - (up to 128 characters).",
-            param="session_id",
-        )
-    found = get_sessions_for_owner(user, [named])[0]
-    if isinstance(found, Exception):
+    found = existing(user, named)
+    if found is None:
         # Missing: made now with that id (someone else's id answers that it is taken).
         return _new(user, agent, conversation, None, metadata, session_id=named)
     if found.agent_id != agent.pk:
@@ -116,6 +110,19 @@ def _named(
             param="model",
         )
     return Found(found.session_id, created=False)
+
+
+def existing(user: User, named: str) -> Session | None:
+    """The caller's session of that id, with its agent; None if it is not theirs or not made
+    yet. OpenAIError 400 for an id that cannot be one."""
+    if not is_session_id(named):
+        raise OpenAIError(
+            400,
+            "A session id is letters, digits and . _ : - (up to 128 characters).",
+            param="session_id",
+        )
+    found = get_sessions_for_owner(user, [named])[0]
+    return None if isinstance(found, Exception) else found
 
 
 def _sessions_sharing(user: User, agent: Agent, earlier: list[Pair]) -> list[tuple[str, int]]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sessions_app.engine.errors import CUT
@@ -72,3 +73,18 @@ def chunk(
     if include_usage:
         found["usage"] = None
     return found
+
+
+class ContentChunks:
+    """A stream's content chunks, alike but for their text: encoded around the text once, not
+    once a piece (a fast model sends hundreds of pieces a second)."""
+
+    MARK = "\x00"
+
+    def __init__(self, run_id: Any, created: int, model: str, include_usage: bool) -> None:
+        shape = chunk(run_id, created, model, {"content": self.MARK}, None, include_usage)
+        encoded = json.dumps(shape, separators=(",", ":"))
+        self.head, self.tail = encoded.split(json.dumps(self.MARK))
+
+    def data(self, piece: str) -> str:
+        return f"data: {self.head}{json.dumps(piece)}{self.tail}\n\n"

@@ -4,11 +4,11 @@ started by the engine as the chat page's and the REST API's are."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -18,11 +18,10 @@ from openai_app import agents, conversation, shapes
 from openai_app.errors import OpenAIError, bad_key, translated
 from openai_app.request import ChatRequest, parse
 from sessions_app import engine
-from sessions_app.accounts import PREFIX, Unauthorized, users_for_tokens
+from sessions_app.accounts import PREFIX, TokenClaim, Unauthorized, users_for_tokens
 from sessions_app.engine.dbthread import in_db_thread
-from sessions_app.engine.start import validate_input
 from sessions_app.llm.errors import status_for_error
-from sessions_app.models import Agent, RunSource, RunStatus, Session, User
+from sessions_app.models import RunSource, RunStatus, User
 
 log = logging.getLogger("parley.openai")
 
@@ -69,44 +68,21 @@ async def list_models(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"object": "list", "data": data})
 
 
-@dataclass
-class Prepared:
-    user: User
-    agent: Agent
-    conversation: conversation.Conversation
-    session: conversation.Found
-
-
-def _prepare(raw: str, chat: ChatRequest, named: str | None) -> Prepared:
-    """Everything before the run, in one turn on the database's side: the caller, the agent,
-    the turns and the session."""
-    user = _user(raw)
+def _placement(
+    chat: ChatRequest, turns: conversation.Conversation, named: str | None, user: User
+) -> engine.Placement:
+    """Where the completion's run goes: the agent its model names, the session its turns are.
+    In the run's creation batch, the caller known (RunOptions.place)."""
+    if named is not None:  # a conversation going on: its session knows its agent
+        session = conversation.existing(user, named)
+        if session is not None and agents.named_by(session.agent, chat.model):
+            return engine.Placement(session.agent_id, session.session_id)
     agent = agents.agent_for_model(user, chat.model)
-    turns = conversation.turns_of(chat.messages)
-    validate_input(turns.question)  # before a session is made for it
     metadata = {k: v for k, v in chat.metadata.items() if k != "session_id"}
     if chat.user:
         metadata["openai_user"] = chat.user
     found = conversation.session_for(user, agent, turns, named, metadata)
-    return Prepared(user, agent, turns, found)
-
-
-async def _start(prepared: Prepared, chat: ChatRequest) -> engine.RunHandle:
-    options = engine.RunOptions(
-        source=RunSource.OPENAI, system=prepared.conversation.system, sampling=chat.sampling
-    )
-    try:
-        return await engine.start_run(
-            prepared.user,
-            prepared.conversation.question,
-            agent_id=prepared.agent.pk,
-            session_id=prepared.session.session_id,
-            options=options,
-        )
-    except BaseException:
-        if prepared.session.created:  # no empty chat left in the sidebar
-            await Session.objects.filter(pk=prepared.session.session_id).adelete()
-        raise
+    return engine.Placement(agent.pk, found.session_id, found.created)
 
 
 def _named_session(request: HttpRequest, chat: ChatRequest) -> str | None:
@@ -128,8 +104,13 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         if chat.tools:
             message = "Client tools are not supported yet."
             raise OpenAIError(400, message, param="tools", code="unsupported_parameter")
-        prepared = await in_db_thread(_prepare)(raw, chat, _named_session(request, chat))
-        handle = await _start(prepared, chat)
+        turns = conversation.turns_of(chat.messages)
+        place = functools.partial(_placement, chat, turns, _named_session(request, chat))
+        options = engine.RunOptions(
+            source=RunSource.OPENAI, system=turns.system, sampling=chat.sampling, place=place
+        )
+        # The token is checked with the run's creation, as /api/runs checks it: one trip.
+        handle = await engine.start_run(TokenClaim(raw), turns.question, options=options)
     except Exception as exc:
         return _failure(exc, chat.model if chat else "")
     if chat.stream:
@@ -176,6 +157,7 @@ async def _chunks(handle: engine.RunHandle, chat: ChatRequest) -> AsyncIterator[
     def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> str:
         return _data(shapes.chunk(handle.run_id, created, chat.model, delta, finish, usage))
 
+    pieces = shapes.ContentChunks(handle.run_id, created, chat.model, usage)
     yield chunk({"role": "assistant", "content": "", "refusal": None})
     async for event in handle.events(idle=KEEPALIVE_SECONDS):
         if event is None:
@@ -183,7 +165,7 @@ async def _chunks(handle: engine.RunHandle, chat: ChatRequest) -> AsyncIterator[
             continue
         kind = event["event"]
         if kind == "RunContent":
-            yield chunk({"content": event["content"]})
+            yield pieces.data(event["content"])
         elif kind in ("RunCompleted", "RunCancelled"):
             yield chunk({}, shapes.finish_reason(event.get("error", "")))
             if usage:

@@ -15,13 +15,14 @@ Adapters (the API, the chat socket, commands) import only what is named here.
 from sessions_app.engine import lifespan
 from sessions_app.engine.cancel import cancel_run
 from sessions_app.engine.errors import InputError, NotServing, RunConflict
-from sessions_app.engine.live import RunHandle, RunOptions
+from sessions_app.engine.live import Placement, RunHandle, RunOptions
 from sessions_app.engine.liveness import ensure_heartbeat
 from sessions_app.engine.start import start_run
 
 __all__ = [
     "InputError",
     "NotServing",
+    "Placement",
     "RunConflict",
     "RunHandle",
     "RunOptions",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a run goes, as a door's `place` decided it for the asker."""
+
+    agent_id: Any
+    session_id: Any
+    created: bool = False  # the session was made for this run: removed if the run is refused
+
+
+@dataclass(frozen=True)
 class RunOptions:
     """What a door adds to a run beyond its input."""
 
@@ -33,6 +42,10 @@ class RunOptions:
     system: str = ""
     # Sampling settings over the agent version's own (temperature, top_p, max_tokens, stop).
     sampling: dict[str, Any] = field(default_factory=dict)
+    # Where the run goes, decided in the creation batch once the asker is known (the OpenAI
+    # door: the agent its model names, the session its turns are): one trip to the database
+    # for both. In the ORM's thread; what it raises refuses the run.
+    place: Callable[[User], Placement] | None = None
 
 
 @dataclass
@@ -60,6 +73,7 @@ class LiveRun:
     stream: RunStream | None = field(default=None, repr=False)
     task: asyncio.Task[Run] | None = field(default=None, repr=False)
     cancel_requested: bool = False  # stopped as its user asked (CANCELLED, not INTERRUPTED)
+    placed: Placement | None = None  # where its options' `place` put it
 
     @property
     def run_id(self) -> uuid.UUID:

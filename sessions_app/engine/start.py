@@ -111,8 +111,30 @@ def _create_runs(runs: list[LiveRun]) -> list[LiveRun | Exception]:
     """Each run, created, or the exception that refused it. Claims are checked first, each kind
     in one query (their runs' first token would otherwise wait for a lookup of its own)."""
     _check_claims(runs)
+    _place([live for live in runs if live.refusal is None and live.ask.options.place])
     _create_allowed([live for live in runs if live.refusal is None])
+    _unplace([live for live in runs if live.refusal is not None and live.placed])
     return [live.refusal or live for live in runs]
+
+
+def _place(runs: list[LiveRun]) -> None:
+    """Runs whose door places them: their agent and session, or why not."""
+    for live in runs:
+        place = live.ask.options.place
+        assert place is not None and isinstance(live.ask.user, User)
+        try:
+            live.placed = place(live.ask.user)
+        except Exception as exc:
+            live.refusal = exc
+        else:
+            live.ask.agent_id, live.ask.session_id = live.placed.agent_id, live.placed.session_id
+
+
+def _unplace(refused: list[LiveRun]) -> None:
+    """Sessions made for runs that were then refused go again: no empty chat is left."""
+    made = [live.placed.session_id for live in refused if live.placed and live.placed.created]
+    if made:
+        Session.objects.filter(pk__in=made, runs__isnull=True).delete()
 
 
 def _check_claims(runs: list[LiveRun]) -> None:

@@ -254,3 +254,15 @@ async def test_a_token_limited_to_some_agents_sees_and_uses_only_those(alice, ag
     assert [m.id for m in models.data] == ["code-reviewer"]
     assert answer.choices[0].message.content == "Echo: Review this"
     assert await Run.objects.filter(agent=agent).acount() == 0
+
+
+async def test_a_run_refused_after_its_session_was_made_leaves_no_empty_chat(client, settings):
+    settings.PARLEY_RUNS_PER_MINUTE = 1
+    await client.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "1"}]
+    )
+    with pytest.raises(openai.RateLimitError):
+        await client.chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "2"}]
+        )
+    assert [s.session_name async for s in Session.objects.all()] == ["1"]
