@@ -8,6 +8,8 @@ import uuid
 
 from datasets_app.models import Dataset
 from sessions_app.models import Agent, AgentVersion
+from sessions_app.services.agent_names import UnknownAgent
+from sessions_app.services.agent_names import agent_named as agents_named
 
 
 class Unknown(ValueError):
@@ -32,17 +34,10 @@ def dataset_named(text: str) -> Dataset:
 
 
 def agent_named(text: str) -> Agent:
-    key = _as_uuid(text)
-    if key is not None and (found := Agent.objects.filter(pk=key).first()) is not None:
-        return found
-    named = list(Agent.objects.filter(name=text)[:2])
-    if len(named) > 1:
-        ids = ", ".join(str(a.pk) for a in Agent.objects.filter(name=text).only("pk"))
-        raise Unknown(f"Several agents are named “{text}”; give one's id: {ids}.")
-    if not named:
-        known = ", ".join(Agent.objects.values_list("name", flat=True)[:20]) or "none yet"
-        raise Unknown(f"No agent named “{text}” (agents: {known}).")
-    return named[0]
+    try:
+        return agents_named(text)
+    except UnknownAgent as exc:
+        raise Unknown(str(exc)) from None
 
 
 def version_named(text: str) -> AgentVersion:

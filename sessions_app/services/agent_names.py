@@ -1,5 +1,5 @@
-"""Agents as people name them on the command line: by id, or by a name only one agent has
-(the rule evals_app/names.py follows too)."""
+"""Agents as people name them on the command line (create_api_token, evaluate): by id, or by a
+name only one agent has."""
 
 from __future__ import annotations
 

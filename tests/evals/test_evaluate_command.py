@@ -161,20 +161,29 @@ def test_the_exit_codes_are_the_processes(questions, upstream):
     assert gated.stdout.strip()
 
 
-def test_killed_it_resumes_and_no_stored_answer_is_asked_twice(questions, upstream):
-    def slow(request) -> Reply:
-        return Reply(f"Slowly: {kit.asked(request)}", first_delay=0.15)
+def slow(request) -> Reply:
+    return Reply(f"Slowly: {kit.asked(request)}", first_delay=0.15)
 
+
+def stopped_midway(answers: int, how: signal.Signals) -> tuple[int, str]:
+    """`evaluate` in a process of its own, sent `how` once it stored `answers` answers: its
+    exit code and stderr."""
+    child = subprocess.Popen(
+        [sys.executable, "manage.py", "evaluate", *AGENTS, "--concurrency", "2"],
+        cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: answered() >= answers), "no answers stored"
+    finally:
+        child.send_signal(how)
+        _, err = child.communicate(timeout=30)
+    return child.returncode, err
+
+
+def test_killed_it_resumes_and_no_stored_answer_is_asked_twice(questions, upstream):
     with kit.answering(upstream, slow):
-        child = subprocess.Popen(
-            [sys.executable, "manage.py", "evaluate", *AGENTS, "--concurrency", "2"],
-            cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        try:
-            assert wait_for(lambda: answered() >= 6), "no answers stored"
-        finally:
-            child.send_signal(signal.SIGKILL)
-            child.communicate(timeout=30)
+        stopped_midway(6, signal.SIGKILL)
         experiment = Experiment.objects.get()
         stored = stored_answers(experiment)
         assert experiment.status == "running"  # as the killed process left it
@@ -195,22 +204,10 @@ def test_killed_it_resumes_and_no_stored_answer_is_asked_twice(questions, upstre
 
 
 def test_ctrl_c_cancels_it_and_resume_finishes_it(questions, upstream):
-    def slow(request) -> Reply:
-        return Reply(f"Slowly: {kit.asked(request)}", first_delay=0.15)
-
     with kit.answering(upstream, slow):
-        child = subprocess.Popen(
-            [sys.executable, "manage.py", "evaluate", *AGENTS, "--concurrency", "2"],
-            cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        try:
-            assert wait_for(lambda: answered() >= 4), "no answers stored"
-        finally:
-            child.send_signal(signal.SIGINT)
-            _, err = child.communicate(timeout=30)
+        code, err = stopped_midway(4, signal.SIGINT)
         experiment = Experiment.objects.get()
-        assert child.returncode == 130, err
+        assert code == 130, err
         assert f"Stopped and cancelled; go on with --resume {experiment.pk}" in err
         # Left cancelled, not queued: no server picks it up and spends on it unasked.
         assert experiment.status == "cancelled"
