@@ -185,7 +185,7 @@ class Run(TokenMetrics):
 
     # What a deletion reads of it (CASCADE_LEAN): what its DeletedRun is made of.
     kept_when_deleted = (
-        *("session", "user", "agent", "model", "status", "created_at"),
+        *("session", "user", "agent", "model", "status", "source", "created_at"),
         *("feedback_rating", "feedback_at"),
     )
 

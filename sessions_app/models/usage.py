@@ -10,7 +10,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app.ids import SESSION_ID_MAX_LENGTH
-from sessions_app.models.conversations import Agent, Run, RunStatus, Session, TokenMetrics
+from sessions_app.models.conversations import (
+    Agent,
+    Run,
+    RunSource,
+    RunStatus,
+    Session,
+    TokenMetrics,
+)
 from sessions_app.models.deletion import KEEP_USAGE, unchecked_key
 
 
@@ -93,6 +100,8 @@ class DeletedRun(models.Model):
     agent = unchecked_key(Agent)
     model = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=12, choices=RunStatus.choices)
+    # The run's door (Run.source); blank for runs deleted before it was kept here.
+    source = models.CharField(max_length=10, choices=RunSource.choices, blank=True)
     created_at = models.DateTimeField()
     feedback_rating = models.SmallIntegerField(null=True, blank=True)
     feedback_at = models.DateTimeField(null=True, blank=True)

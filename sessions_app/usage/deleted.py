@@ -64,6 +64,7 @@ def keep_run(sender: type[Run], instance: Run, origin: Any = None, **kwargs: Any
         agent_id=instance.agent_id,
         model=instance.model,
         status=instance.status,
+        source=instance.source,
         created_at=instance.created_at,
         feedback_rating=instance.feedback_rating,
         feedback_at=instance.feedback_at,

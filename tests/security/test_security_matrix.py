@@ -273,6 +273,7 @@ EXPERIMENT_PAGES = [
 ADMIN_SITE = [
     Case("GET", "admin/", STAFF_PAGE),
     Case("GET", "admin/dashboard/", STAFF_PAGE),  # support and manager may view runs and calls
+    Case("GET", "admin/dashboard/", STAFF_PAGE, url="admin/dashboard/?source=openai"),
     Case("GET", "admin/login/", roles(200, 200, 200, 302, 302, 302)),
     # The admin's logout sends whoever it does not let in to its index; staff are logged out.
     Case("POST", "admin/logout/", roles(*[to("/admin/")] * 3, *[to("/accounts/login/")] * 3)),

@@ -1,5 +1,6 @@
 """The staff dashboard's figures, aggregated in SQL from the daily rollups of closed days and
-from the runs and the per-call rows of the rest of the range.
+from the runs and the per-call rows of the rest of the range (of the whole range when filtered
+by source, which the rollups do not record).
 
 Runs count by the day they started, tokens, cost and timings by the day of each model call,
 ratings by the day they were given; days are UTC days.

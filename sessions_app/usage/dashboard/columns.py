@@ -43,12 +43,14 @@ def _change(model: str, key: str) -> Callable[[Row, Scope], str | None]:
 
 
 def _model_runs(row: Row, scope: Scope) -> str:
-    """The model's runs in the admin, over the dashboard's range."""
+    """The model's runs in the admin, over the dashboard's range (and of its source)."""
     query = {
         "model": row["model"],
         "created_at__gte": scope.start.isoformat(),
         "created_at__lt": scope.end.isoformat(),
     }
+    if scope.source:
+        query["source__exact"] = scope.source  # the runs admin's own source filter
     return f"{reverse('admin:sessions_app_run_changelist')}?{urlencode(query)}"
 
 

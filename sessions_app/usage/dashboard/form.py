@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from sessions_app.models import Agent, User
+from sessions_app.models import Agent, RunSource, User
 from sessions_app.usage.dashboard import Scope
 from sessions_app.usage.dashboard.tables import TABLES
 from sessions_app.usage.rollups import closed_before
@@ -36,6 +36,9 @@ class DashboardForm(forms.Form):
     )
     model = forms.CharField(required=False, max_length=200)
     user = forms.CharField(required=False, max_length=150, label="User")
+    source = forms.ChoiceField(
+        choices=[("", "All sources"), *RunSource.choices], required=False, label="Source"
+    )
     csv = forms.ChoiceField(choices=[(name, name) for name in TABLES], required=False)
 
     def clean_user(self) -> User | None:
@@ -78,6 +81,7 @@ class DashboardForm(forms.Form):
             agent_id=agent.pk if agent else None,
             model=data.get("model", "").strip(),
             user_id=user.pk if user else None,
+            source=data.get("source", ""),
             rolled_until=closed_before(now),
         )
 

@@ -1,8 +1,8 @@
 """p50 and p95 of chat calls' times, per period and per day, read from histograms
 (usage.rollups.histogram): the rolled-up days' stored ones beside those of the live rows.
 
-A filter (agent, model, user) is not in the stored histograms' key: a filtered page makes its
-histograms from the calls themselves, the same way, so the figures mean the same.
+A filter (agent, model, user, source) is not in the stored histograms' key: a filtered page
+makes its histograms from the calls themselves, the same way, so the figures mean the same.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def latency(scope: Scope) -> tuple[Spreads, Spreads]:
     """({period: {field: [p50, p95]}}, {day of this period: {"time_to_first_token": [...]}})."""
     periods: dict[str, Histograms] = {p: _empty() for p in (CURRENT, PREVIOUS)}
     days: dict[date, Histograms] = defaultdict(_empty)
-    stored = not scope.filtered and scope.rolled_until is not None
+    stored = not scope.filtered and scope.rollups_until is not None
     if stored:
         first = scope.start.astimezone(UTC).date()
         rows = scope.rolled(LatencyDay, both=True).values_list("day", "field", "bucket", "calls")

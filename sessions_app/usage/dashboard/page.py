@@ -15,7 +15,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from sessions_app.admin.display import change, shown
-from sessions_app.models import Agent, LLMCall, Run
+from sessions_app.models import Agent, LLMCall, Run, RunSource
 from sessions_app.usage import dashboard
 from sessions_app.usage.dashboard import columns, extensions
 from sessions_app.usage.dashboard.form import DEFAULT_PRESET, PRESETS, DashboardForm
@@ -51,6 +51,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     extra = extensions.extras(request, scope)  # other apps' figures
     context.update(
         scope=scope,
+        source=RunSource(scope.source).label if scope.source else "",
         tiles=[_tile(tile) for tile in [*board.tiles, *extra.tiles]],
         charts={**board.charts, **{chart.key: chart.chart for chart in extra.charts}},
         chart_titles=[

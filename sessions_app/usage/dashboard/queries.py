@@ -19,8 +19,9 @@ Rows = list[dict[str, Any]]
 
 
 def ensure_rolled(scope: Scope) -> None:
-    """Roll up the days of the range (and the previous period) that are not yet."""
-    if scope.rolled_until is not None:
+    """Roll up the days of the range (and the previous period) that are not yet (none when
+    the page reads no rollups: see Scope.rollups_until)."""
+    if scope.rollups_until is not None:
         fill(scope.rolled_days(both=True))
 
 

@@ -1,4 +1,7 @@
-"""What a dashboard shows: a time range and optional filters, and the rows they select."""
+"""What a dashboard shows: a time range and optional filters, and the rows they select.
+
+The daily rollups are keyed by agent, model and user, not by source: a page filtered by source
+reads every day of its range from the rows themselves (as if nothing were rolled up yet)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ class Scope:
     agent_id: uuid.UUID | None = None
     model: str = ""
     user_id: int | None = None
+    source: str = ""  # a RunSource value: runs of that door, and the model calls of those runs
     # Whole days before this one are read from the daily rollups (None: every row is read).
     rolled_until: date | None = None
 
@@ -42,13 +46,24 @@ class Scope:
 
     @property
     def filtered(self) -> bool:
-        return self.agent_id is not None or bool(self.model) or self.user_id is not None
+        return (
+            self.agent_id is not None
+            or bool(self.model)
+            or self.user_id is not None
+            or bool(self.source)
+        )
+
+    @property
+    def rollups_until(self) -> date | None:
+        """`rolled_until`, but None with a source filter: the rollups cannot tell sources
+        apart, so every row of the range is read instead."""
+        return None if self.source else self.rolled_until
 
     def rolled_days(self, *, both: bool = False) -> list[date]:
-        """The days read from the rollups: those before `rolled_until` lying wholly in one
+        """The days read from the rollups: those before `rollups_until` lying wholly in one
         period; the rest of the range (a partial first day, the open days) is read live."""
         periods = [self.previous, self] if both else [self]
-        return [d for p in periods for d in _whole_days(p.start, p.end, self.rolled_until)]
+        return [d for p in periods for d in _whole_days(p.start, p.end, self.rollups_until)]
 
     def runs(
         self, field: str = "created_at", *, both: bool = False, live: bool = False
@@ -80,9 +95,10 @@ class Scope:
         return self._narrow(LLMCall.objects.order_by(), "created_at", both, live)
 
     def rolled(self, model: type[Model], *, both: bool = False) -> QuerySet[Any]:
-        """The rollup rows of the rolled-up days, filtered as the live rows are."""
+        """The rollup rows of the rolled-up days (none with a source filter), filtered as the
+        live rows are."""
         rows = model.objects.order_by().filter(day__in=self.rolled_days(both=both))
-        return self._filter(rows)
+        return self._keyed(rows)
 
     def rolled_period(self) -> Case:
         """CURRENT or PREVIOUS, for rollup rows (a rolled day lies wholly in one period)."""
@@ -107,6 +123,14 @@ class Scope:
         )
 
     def _filter(self, rows: QuerySet[Any]) -> QuerySet[Any]:
+        """Runs, deleted runs' records or model calls, narrowed by every filter."""
+        rows = self._keyed(rows)
+        if self.source:
+            rows = rows.filter(_of_source(rows.model, self.source))
+        return rows
+
+    def _keyed(self, rows: QuerySet[Any]) -> QuerySet[Any]:
+        """Narrowed by the filters that the rollups' keys hold too (agent, model, user)."""
         if self.agent_id is not None:
             rows = rows.filter(agent_id=self.agent_id)
         if self.model:
@@ -114,6 +138,17 @@ class Scope:
         if self.user_id is not None:
             rows = rows.filter(user_id=self.user_id)
         return rows
+
+
+def _of_source(model: type[Model], source: str) -> Q:
+    """Runs and their records carry their source. A model call has its run's: through the
+    link while the run is there; once it is deleted, through the run's id the call keeps
+    (`run_uuid`) and the DeletedRun record of that id, so calls need no copy of their own to
+    keep in step. Title and summary calls belong to no run, so to no source."""
+    if model is not LLMCall:
+        return Q(source=source)
+    deleted = DeletedRun.objects.filter(source=source).values("run_id")
+    return Q(run__source=source) | Q(run_uuid__in=deleted)
 
 
 def day(field: str = "created_at") -> TruncDate:
