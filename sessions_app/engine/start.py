@@ -38,7 +38,7 @@ from sessions_app.models import (
 )
 from sessions_app.process import WORKER_ID
 from sessions_app.services import examples, ratelimit, statesize, tools
-from sessions_app.services.access import get_agent_for_user, get_sessions_for_owner
+from sessions_app.services.access import agent_scope, get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
 from sessions_app.services.sessions import default_session_name
 
@@ -206,7 +206,7 @@ class _Creation:
         self.runs = runs
         for live in runs:  # what an earlier try found was rolled back with it
             live.refusal = live.session = live.agent = live.plan = None
-        self._agent_cache: dict[Any, Agent | Exception] = {}
+        self._agent_cache: dict[tuple[Any, ...], Agent | Exception] = {}
         self.now = timezone.now()
 
     def run(self) -> None:
@@ -266,7 +266,10 @@ class _Creation:
             statesize.check("session_state", {**base, **ask.session_state})
 
     def _agent(self, ask: Ask, loaded: Agent | None) -> Agent:
-        key = str(ask.agent_id) if ask.agent_id else None
+        # Which agent an id (or none: the default) gives, and whether it may be used, depends
+        # on who asks and through which token: the batch mixes users.
+        user = ask.user
+        key = (user.pk, agent_scope(user), str(ask.agent_id) if ask.agent_id else None)
         if key not in self._agent_cache:
             try:
                 self._agent_cache[key] = get_agent_for_user(ask.user, ask.agent_id, loaded=loaded)

@@ -4,6 +4,7 @@ Unlimited tokens and the browser are the other API tests' subject, unchanged."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass
@@ -12,7 +13,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from sessions_app.accounts import create_token, users_for_tokens
+from sessions_app import engine
+from sessions_app.accounts import TokenClaim, create_token, users_for_tokens
 from sessions_app.models import Agent, ApiToken, Run, Session, User
 from testkit.upstream import Reply
 from tests.support.apiclient import api_client, stored_run
@@ -308,3 +310,21 @@ async def test_the_model_may_read_only_the_scopes_past_sessions(talks, coder_run
     await coder_runner.post("/api/runs", {"input": "Read the parser one"})
     found = json.loads(upstream.requests[-1]["messages"][-1]["content"])
     assert found["messages"][0]["content"] == "Parse this"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_runs_created_together_each_get_the_agent_their_own_token_allows(
+    alice, bob, agent, upstream
+):
+    other = await Agent.objects.acreate(name="Other", model="scripted")
+    _, alices = await sync_to_async(create_token)(alice, "all")
+    _, bobs = await sync_to_async(create_token)(bob, "limited", agents=[other])
+
+    # Started in the same moment, the two are created in one batch.
+    handles = await asyncio.gather(
+        engine.start_run(TokenClaim(alices), "Hi from alice"),
+        engine.start_run(TokenClaim(bobs), "Hi from bob"),
+    )
+    runs = [await handle.wait() for handle in handles]
+
+    assert [(r.user_id, r.agent_id) for r in runs] == [(alice.pk, agent.pk), (bob.pk, other.pk)]

@@ -3,6 +3,8 @@ errors exactly as OpenAI's, each completion an ordinary Parley run in a session 
 
 from __future__ import annotations
 
+import json
+
 import openai
 import pytest
 from asgiref.sync import sync_to_async
@@ -11,6 +13,8 @@ from sessions_app.accounts import create_token
 from sessions_app.models import Agent, Run, Session
 from testkit.upstream import Reply
 from tests.openai.conftest import sdk
+from tests.support.asgiclient import ASGIClient
+from tests.support.chattab import cookie_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -266,3 +270,49 @@ async def test_a_run_refused_after_its_session_was_made_leaves_no_empty_chat(cli
             model="assistant", messages=[{"role": "user", "content": "2"}]
         )
     assert [s.session_name async for s in Session.objects.all()] == ["1"]
+
+
+async def test_the_raw_stream_is_openais_event_stream(alice_key, agent, upstream):
+    upstream.script(Reply("Hi there.", prompt_tokens=2, completion_tokens=2))
+    client = ASGIClient({"Authorization": f"Bearer {alice_key}"})
+    body = {
+        "model": "assistant",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    response = await client.request("POST", "/v1/chat/completions", body)
+
+    assert response.status_code == 200
+    assert response["content-type"].startswith("text/event-stream")
+    events = response.body.decode().split("\n\n")
+    assert events[-1] == "" and events[-2] == "data: [DONE]"
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-2]]
+    assert all(e.startswith("data: ") for e in events[:-2])
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "", "refusal": None}
+    assert [c["choices"][0]["finish_reason"] for c in chunks[1:-1]][-1] == "stop"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] == 4
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+
+
+async def test_a_browsers_cookie_is_no_key(alice, agent, upstream):
+    signed_in = ASGIClient({"Cookie": (await cookie_for(alice)).decode()})
+    for method, path, body in (
+        ("GET", "/v1/models", None),
+        (
+            "POST",
+            "/v1/chat/completions",
+            {"model": "assistant", "messages": [{"role": "user", "content": "Hi"}]},
+        ),
+    ):
+        refused = await signed_in.request(method, path, body)
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "invalid_api_key"
+    assert await Run.objects.acount() == 0
+
+
+async def test_a_body_that_is_not_json_is_400(alice_key, agent):
+    client = ASGIClient({"Authorization": f"Bearer {alice_key}"})
+    response = await client.request("POST", "/v1/chat/completions", "not json")
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
