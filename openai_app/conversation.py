@@ -51,22 +51,22 @@ def turns_of(messages: list[dict[str, Any]]) -> Conversation:
         m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"]
     )
     talk = [m for m in messages if m["role"] in ("user", "assistant")]
-    if not talk or talk[-1]["role"] != "user" or messages[-1]["role"] != "user":
+    if messages[-1]["role"] != "user":
         raise OpenAIError(
             400, "The last message must be the user's: it is the turn to answer.", param="messages"
         )
     pairs: list[Pair] = []
     asked: str | None = None
+    answer = ""  # the last assistant text after `asked`: a run's answer is its last round's
     for message in talk[:-1]:
         if message["role"] == "user":
-            if asked is not None:  # two user turns in a row: the first had no answer
-                pairs.append((asked, ""))
-            asked = message["content"]
-        elif asked is not None and message["content"]:
-            pairs.append((asked, message["content"]))
-            asked = None
+            if asked is not None:  # a user turn without an answer keeps an empty one
+                pairs.append((asked, answer))
+            asked, answer = message["content"], ""
+        elif message["content"]:
+            answer = message["content"]
     if asked is not None:
-        pairs.append((asked, ""))
+        pairs.append((asked, answer))
     return Conversation(system, pairs, talk[-1]["content"])
 
 
@@ -212,7 +212,7 @@ def _write_history(session: Session, agent: Agent, earlier: list[Pair]) -> None:
             status=RunStatus.COMPLETED,
             input=question,
             content=answer,
-            source=RunSource.OPENAI,
+            source=RunSource.HISTORY,
             finished_at=now,
         )
         for n, (question, answer) in enumerate(earlier, 1)

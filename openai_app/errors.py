@@ -7,6 +7,7 @@ import json
 import logging
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 
 from sessions_app.accounts import TokenExpired, Unauthorized
@@ -84,6 +85,8 @@ def translated(exc: Exception, model: str = "") -> OpenAIError | None:
         return bad_key()
     if isinstance(exc, NotFound):
         return unknown_model(model)
+    if isinstance(exc, PermissionDenied):
+        return OpenAIError(403, str(exc) or "Forbidden.", code="permission_denied")
     if isinstance(exc, RateLimited):
         headers = {"Retry-After": str(exc.seconds)}
         code = "rate_limit_exceeded"
@@ -93,10 +96,14 @@ def translated(exc: Exception, model: str = "") -> OpenAIError | None:
         return OpenAIError(400, exc.message, param="messages", code=code)
     if isinstance(exc, StateTooLarge):
         return OpenAIError(400, str(exc), param="metadata")
+    # OpenAI's SDKs retry a 409 unless told not to: asking again cannot change these.
+    final = {"X-Should-Retry": "false"}
     if isinstance(exc, (RunConflict, SessionBusy)):
-        return OpenAIError(409, str(exc), code="session_busy")
+        return OpenAIError(409, str(exc), code="session_busy", headers=final)
     if isinstance(exc, SessionIdTaken):
-        return OpenAIError(409, str(exc), param="session_id", code="session_id_taken")
+        return OpenAIError(
+            409, str(exc), param="session_id", code="session_id_taken", headers=final
+        )
     if isinstance(exc, NotServing):
         headers = {"Retry-After": str(NOT_SERVING_RETRY_SECONDS)}
         return OpenAIError(503, str(exc), type="server_error", headers=headers)

@@ -124,14 +124,13 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 
 async def _whole(handle: engine.RunHandle, chat: ChatRequest) -> HttpResponse:
     run = await handle.wait()
-    if run.status != RunStatus.COMPLETED:
+    # A stopped answer (its owner pressed Stop) is what there is of it, as a stream ends.
+    if run.status not in (RunStatus.COMPLETED, RunStatus.CANCELLED):
         return _run_failure(run.status, run.error).response()
     return JsonResponse(shapes.completion(run, chat.model))
 
 
 def _run_failure(status: str, error: str) -> OpenAIError:
-    if status == RunStatus.CANCELLED:
-        return OpenAIError(409, "The answer was stopped before it finished.", code="cancelled")
     if status == RunStatus.INTERRUPTED:
         return OpenAIError(503, error, type="server_error", headers={"Retry-After": "2"})
     return OpenAIError(status_for_error(error), error, type="api_error", code="upstream_error")
@@ -176,6 +175,9 @@ async def _chunks(handle: engine.RunHandle, chat: ChatRequest) -> AsyncIterator[
             # Mid-stream, the status line is long gone: OpenAI sends the error as an event.
             yield _data(_run_failure(event.get("status", RunStatus.ERROR), event["error"]).body())
             break
+    else:  # the events ended without the run's end: never pass that off as a whole answer
+        lost = OpenAIError(503, "The answer's stream ended early.", type="server_error")
+        yield _data(lost.body())
     yield _data("[DONE]")
 
 

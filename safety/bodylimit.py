@@ -26,8 +26,12 @@ def _announced_length(scope: dict[str, Any]) -> int | None:
 
 def _refusal(scope: dict[str, Any], limit: int) -> tuple[str, bytes]:
     message = f"Request body too large: at most {limit} bytes."
-    if scope.get("path", "").startswith("/api/"):
+    path = scope.get("path", "")
+    if path.startswith("/api/"):
         return "application/json", json.dumps({"detail": message}).encode()
+    if path.startswith("/v1/"):  # as OpenAI's API answers errors
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        return "application/json", json.dumps({"error": error}).encode()
     return "text/plain; charset=utf-8", message.encode()
 
 

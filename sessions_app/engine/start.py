@@ -112,8 +112,10 @@ def _create_runs(runs: list[LiveRun]) -> list[LiveRun | Exception]:
     in one query (their runs' first token would otherwise wait for a lookup of its own)."""
     _check_claims(runs)
     _place([live for live in runs if live.refusal is None and live.ask.options.place])
-    _create_allowed([live for live in runs if live.refusal is None])
-    _unplace([live for live in runs if live.refusal is not None and live.placed])
+    try:
+        _create_allowed([live for live in runs if live.refusal is None])
+    finally:
+        _unplace([live for live in runs if live.placed and live.plan is None])
     return [live.refusal or live for live in runs]
 
 
@@ -130,11 +132,12 @@ def _place(runs: list[LiveRun]) -> None:
             live.ask.agent_id, live.ask.session_id = live.placed.agent_id, live.placed.session_id
 
 
-def _unplace(refused: list[LiveRun]) -> None:
-    """Sessions made for runs that were then refused go again: no empty chat is left."""
-    made = [live.placed.session_id for live in refused if live.placed and live.placed.created]
+def _unplace(uncreated: list[LiveRun]) -> None:
+    """Sessions made for runs that were then not created go again, with the history their
+    placement copied into them: no chat is left without its question."""
+    made = [live.placed.session_id for live in uncreated if live.placed and live.placed.created]
     if made:
-        Session.objects.filter(pk__in=made, runs__isnull=True).delete()
+        Session.objects.filter(pk__in=made).exclude(runs__status__in=ACTIVE_STATUSES).delete()
 
 
 def _check_claims(runs: list[LiveRun]) -> None:

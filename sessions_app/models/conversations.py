@@ -86,6 +86,8 @@ class RunSource(models.TextChoices):
     API = "api", "REST API"
     OPENAI = "openai", "OpenAI API"
     IMPORT = "import", "Agno import"
+    # Turns an OpenAI client sent as a new session's history: no model was asked for them.
+    HISTORY = "history", "Client's history"
 
 
 class TokenMetrics(models.Model):

@@ -3,12 +3,15 @@ errors exactly as OpenAI's, each completion an ordinary Parley run in a session 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
 import openai
 import pytest
 from asgiref.sync import sync_to_async
 
+from sessions_app import engine
 from sessions_app.accounts import create_token
 from sessions_app.models import Agent, Run, Session
 from testkit.upstream import Reply
@@ -270,6 +273,18 @@ async def test_a_run_refused_after_its_session_was_made_leaves_no_empty_chat(cli
             model="assistant", messages=[{"role": "user", "content": "2"}]
         )
     assert [s.session_name async for s in Session.objects.all()] == ["1"]
+    # With history to copy into the new session, the copy goes too.
+    with pytest.raises(openai.RateLimitError):
+        await client.chat.completions.create(
+            model="assistant",
+            messages=[
+                {"role": "user", "content": "elsewhere"},
+                {"role": "assistant", "content": "an answer from elsewhere"},
+                {"role": "user", "content": "3"},
+            ],
+        )
+    assert [s.session_name async for s in Session.objects.all()] == ["1"]
+    assert await Run.objects.acount() == 1
 
 
 async def test_the_raw_stream_is_openais_event_stream(alice_key, agent, upstream):
@@ -315,4 +330,50 @@ async def test_a_body_that_is_not_json_is_400(alice_key, agent):
     client = ASGIClient({"Authorization": f"Bearer {alice_key}"})
     response = await client.request("POST", "/v1/chat/completions", "not json")
     assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_a_stopped_answer_is_what_there_is_of_it(client, alice, upstream):
+    held = threading.Event()
+    upstream.script(Reply("Partly said", chunks=["Partly ", "said"], held=held))
+    asking = asyncio.create_task(
+        client.chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "Talk"}]
+        )
+    )
+    await upstream.wait_for_requests(1)
+    run = await Run.objects.aget()
+    await engine.cancel_run(alice, run.run_id)
+    held.set()
+    answer = await asking
+
+    assert answer.choices[0].finish_reason == "stop"
+    await run.arefresh_from_db()
+    assert run.status == "CANCELLED"
+    assert answer.choices[0].message.content == run.content
+
+
+async def test_a_busy_session_is_409_and_says_not_to_retry(alice_key, agent, upstream):
+    held = threading.Event()
+    upstream.script(Reply("Slow", held=held))
+    headers = {"Authorization": f"Bearer {alice_key}", "X-Parley-Session-Id": "busy-1"}
+    client = ASGIClient(headers)
+    body = {"model": "assistant", "messages": [{"role": "user", "content": "one"}]}
+    first = asyncio.create_task(client.request("POST", "/v1/chat/completions", body))
+    await upstream.wait_for_requests(1)
+    second = await client.request("POST", "/v1/chat/completions", body)
+    held.set()
+    await first
+
+    assert second.status_code == 409
+    assert second.json()["error"]["code"] == "session_busy"
+    assert second["x-should-retry"] == "false"  # OpenAI's SDKs would ask again otherwise
+
+
+async def test_a_body_too_large_is_413_in_openais_shape(alice_key, agent, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    client = ASGIClient({"Authorization": f"Bearer {alice_key}"})
+    body = {"model": "assistant", "messages": [{"role": "user", "content": "x" * 2000}]}
+    response = await client.request("POST", "/v1/chat/completions", body)
+    assert response.status_code == 413
     assert response.json()["error"]["type"] == "invalid_request_error"

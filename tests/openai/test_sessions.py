@@ -68,9 +68,15 @@ async def test_an_edited_turn_forks_a_new_session_linked_to_the_first(client):
     fork = await Session.objects.exclude(pk=first.pk).aget()
     assert fork.metadata == {"forked_from": first.session_id}
     runs = [
-        (r.input, r.content) async for r in Run.objects.filter(session=fork).order_by("position")
+        (r.input, r.content, r.source)
+        async for r in Run.objects.filter(session=fork).order_by("position")
     ]
-    assert runs == [("one", "Another answer"), ("two", "Echo: two"), ("three", "Echo: three")]
+    # The client's turns are its history, said so (no model was asked); the new turn is a run.
+    assert runs == [
+        ("one", "Another answer", "history"),
+        ("two", "Echo: two", "history"),
+        ("three", "Echo: three", "openai"),
+    ]
     assert [r.input async for r in Run.objects.filter(session=first)] == ["one", "two"]
 
 

@@ -29,9 +29,10 @@ class RunOut(Schema):
     status: Literal["PENDING", "RUNNING", "COMPLETED", "ERROR", "CANCELLED", "INTERRUPTED"]
     input: str
     content: str
-    source: Literal["chat", "api", "openai", "import", ""] = Field(
+    source: Literal["chat", "api", "openai", "import", "history", ""] = Field(
         description="The door it came in by: the chat page, the REST API, the OpenAI-compatible "
-        "API, an Agno import (empty before doors were recorded)."
+        "API, an Agno import, or a turn an OpenAI client sent as a new session's history (no "
+        "model was asked); empty before doors were recorded."
     )
     model: str
     model_provider: str
