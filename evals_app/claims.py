@@ -63,14 +63,13 @@ def _claimable(row: dict[str, Any], local: Collection[Any]) -> Q | None:
     return None
 
 
-def claim(experiment_id: Any, local: Collection[Any] = ()) -> str | None:
-    """Take the experiment for this process if nobody live runs it: the status it was taken
-    from (queued, or running for a process gone), None if it was not taken."""
+def claim(experiment_id: Any, local: Collection[Any] = ()) -> bool:
+    """Take the experiment for this process if nobody live runs it; whether it was taken."""
     fields = ("experiment_id", "status", "worker", "heartbeat_at")
     row = Experiment.objects.filter(pk=experiment_id).values(*fields).first()
     condition = None if row is None else _claimable(row, local)
-    if row is None or condition is None:
-        return None
+    if condition is None:
+        return False
     now = timezone.now()
     with transaction.atomic():
         taken = Experiment.objects.filter(condition, pk=experiment_id).update(
@@ -81,7 +80,7 @@ def claim(experiment_id: Any, local: Collection[Any] = ()) -> str | None:
         )
         if taken:
             _unclaim_trials(experiment_id)
-    return row["status"] if taken else None
+    return bool(taken)
 
 
 def claimable(local: Collection[Any] = (), limit: int = 5) -> list[Any]:

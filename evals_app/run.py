@@ -73,9 +73,7 @@ def added_scorers(experiment_id: Any, known: set[str]) -> list[Scorer]:
 
 
 class ExperimentRun:
-    def __init__(
-        self, plan: Plan, report: Progress | None = None, taken_over: bool = False
-    ) -> None:
+    def __init__(self, plan: Plan, report: Progress | None = None) -> None:
         experiment = plan.experiment
         self.experiment, self.id = experiment, experiment.pk
         self.candidates, self.scorers = plan.candidates, list(plan.scorers)
@@ -84,10 +82,11 @@ class ExperimentRun:
         self.slots = asyncio.Semaphore(experiment.concurrency)
         self.in_flight: set[asyncio.Task[None]] = set()
         self.scoring: asyncio.Task[None] | None = None
-        # A cancel asked before this run keeps its answers stopped. A rescore of a cancelled
-        # experiment (queued again) lets its scoring run; a run taken over from a process that
-        # died while cancelling does not (it ends cancelled), nor does a cancel asked during it.
-        self.cancel_seen = experiment.cancel_requested and not taken_over
+        # A cancel asked before this run keeps its answers stopped. One that ended cancelled
+        # (it has its end) and was queued again by a rescore lets the scoring run, whoever
+        # takes it up; one that never ended (its process died while cancelling) ends cancelled,
+        # asking nothing more, as does a cancel asked during this run.
+        self.cancel_seen = experiment.cancel_requested and experiment.finished_at is not None
         self.cancelled = experiment.cancel_requested
         self.lost = False  # another process took it over
         self.used_tokens, self.used_cost = experiment.used_tokens, experiment.used_cost

@@ -117,17 +117,14 @@ async def try_run(experiment_id: Any, progress: Progress | None = None) -> bool:
     _local[experiment_id] = None
     try:
         others = set(_local) - {experiment_id}
-        taken_from = await db(claims.claim)(experiment_id, others)
-        if taken_from is None:
+        if not await db(claims.claim)(experiment_id, others):
             return False
         try:
             plan = await db(prepare)(experiment_id)
         except SpecError as exc:
             await db(claims.finish)(experiment_id, ExperimentStatus.FAILED, str(exc))
             return True
-        run = _local[experiment_id] = ExperimentRun(
-            plan, progress, taken_over=taken_from == ExperimentStatus.RUNNING
-        )
+        run = _local[experiment_id] = ExperimentRun(plan, progress)
         await _run(run)
         return True
     finally:
