@@ -20,16 +20,13 @@ from django.db.models import Q, QuerySet
 
 from sessions_app.ids import session_id_or_none
 from sessions_app.models import Agent, Run, Session, User
-from sessions_app.services.permissions import Action, is_staff, missing, staff_may
+from sessions_app.services.permissions import SCOPE, Action, is_staff, missing, staff_may
 
 Owned = TypeVar("Owned", Session, Run)
 
 
 class NotFound(Exception):
     """The object does not exist, or the acting user may not see it."""
-
-
-SCOPE = "agent_scope"  # the attribute of a user object that carries its token's agents
 
 
 def limit_to_agents(user: User, agent_ids: Iterable[Any]) -> User:

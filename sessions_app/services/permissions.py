@@ -14,6 +14,8 @@ from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model
 
+SCOPE = "agent_scope"  # the attribute of a user object that carries its token's agents
+
 Action = Literal["view", "add", "change", "delete"]
 
 
@@ -40,6 +42,15 @@ def missing(action: Action, model: type[Model]) -> PermissionDenied:
 
 
 def require(user: Any, action: Action, model: type[Model]) -> None:
-    """For things only staff do at all (agents, datasets): PermissionDenied naming the right."""
+    """For things only staff do at all (agents, datasets): PermissionDenied naming the right.
+    The staff features of the other apps (datasets, experiments) read every agent's
+    conversations, so a token limited to some agents is refused there."""
+    if model._meta.app_label != "sessions_app" and getattr(user, SCOPE, None) is not None:
+        raise PermissionDenied(LIMITED_TOKEN)
     if not staff_may(user, action, model):
         raise missing(action, model)
+
+
+LIMITED_TOKEN = (
+    "This token is limited to some agents; datasets and experiments need a token that is not."
+)

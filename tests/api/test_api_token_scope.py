@@ -328,3 +328,22 @@ async def test_runs_created_together_each_get_the_agent_their_own_token_allows(
     runs = [await handle.wait() for handle in handles]
 
     assert [(r.user_id, r.agent_id) for r in runs] == [(alice.pk, agent.pk), (bob.pk, other.pk)]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/api/datasets"), ("POST", "/api/datasets"), ("GET", "/api/experiments")],
+)
+def test_a_limited_token_reaches_no_dataset_or_experiment_even_for_staff(
+    manager, agent, method, path
+):
+    # Datasets and experiments hold every agent's conversations: the limit cannot be kept there.
+    client = Client(headers=limited_to(manager, agent))
+    response = client.generic(method, path, json.dumps({"name": "x"}), "application/json")
+    assert response.status_code == 403
+    assert response.json() == {
+        "detail": "This token is limited to some agents; datasets and experiments need a "
+        "token that is not."
+    }
+    unlimited = api_client(manager).get(path) if method == "GET" else None
+    assert unlimited is None or unlimited.status_code == 200
