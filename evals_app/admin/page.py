@@ -19,7 +19,7 @@ from evals_app import blind, experiments, money, runner
 from evals_app.admin import figures
 from evals_app.admin.forms import JUDGED, RescoreForm
 from evals_app.admin.gate import experiment_for, may, may_read_agents, may_read_items
-from evals_app.models import FINISHED_STATUSES, Experiment
+from evals_app.models import FINISHED_STATUSES, Experiment, Score
 from evals_app.report import build_report
 from evals_app.scorer_labels import label_of, label_of_key, labels_of
 from evals_app.scorers import SpecError, spec_key
@@ -181,6 +181,14 @@ def rescore_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
         messages.error(request, "Nothing to score: " + _problems(form))
         return HttpResponseRedirect(page_url(experiment))
     specs, judge = form.specs(), form.chosen_judge()
+    if judge is not None and judge.pk != experiment.judge_id and _judged(experiment):
+        # One scorer's scores from two judges would be compared as one judge's.
+        messages.error(
+            request,
+            f"Its answers were judged by {experiment.judge}: judging them by another agent "
+            "would mix two judges under one scorer. Start a new experiment to try another judge.",
+        )
+        return HttpResponseRedirect(page_url(experiment))
     try:
         with transaction.atomic():
             if judge is not None and judge.pk != experiment.judge_id:
@@ -198,6 +206,10 @@ def rescore_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
         )
         messages.success(request, f"Scoring the answers with {names}{by}; the answers are kept.")
     return HttpResponseRedirect(page_url(experiment))
+
+
+def _judged(experiment: Experiment) -> bool:
+    return Score.objects.filter(trial__experiment=experiment, judge_version__isnull=False).exists()
 
 
 def _problems(form: RescoreForm) -> str:

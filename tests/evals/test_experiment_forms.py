@@ -9,7 +9,7 @@ import re
 import pytest
 from django.test import Client
 
-from evals_app.models import Experiment
+from evals_app.models import Experiment, Score
 from sessions_app.models import Agent
 from tests.evals import factories
 from tests.evals.test_admin_experiments import ADD, ITEMS, page, signed_in, text_of
@@ -188,3 +188,20 @@ def test_a_rescore_changes_the_judge_only_for_staff_who_may_read_agents(django_u
     assert {"name": "judge", "rubric": "Kind?", "scale": [1, 5]} in done.scorers
     grant(django_user_model.objects.get(username="operator"), "view_agent")
     assert 'name="judge"' in text_of(operator.get(page(done)))
+
+
+def test_a_judged_experiment_keeps_its_judge(lead, done):
+    first = Agent.objects.create(name="First judge", model="scripted")
+    second = Agent.objects.create(name="Second judge", model="scripted")
+    Experiment.objects.filter(pk=done.pk).update(judge=first)
+    Score.objects.filter(trial__experiment=done).update(judge_version=first.live_version)
+
+    response = lead.post(page(done, "rescore/"), {
+        "scorers": ["judge"], "rubric": "Is it right?", "scale_low": 1, "scale_high": 5,
+        "judge": second.pk,
+    }, follow=True)  # fmt: skip
+
+    assert "would mix two judges under one scorer" in text_of(response)
+    done.refresh_from_db()
+    assert done.judge == first
+    assert {"name": "judge", "rubric": "Is it right?", "scale": [1, 5]} not in done.scorers
