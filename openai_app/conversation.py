@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from openai_app.errors import OpenAIError
@@ -200,15 +199,14 @@ def _new(
 
 def _write_history(session: Session, agent: Agent, earlier: list[Pair]) -> None:
     """The caller's turns as completed runs (no model was asked: no calls, no metrics)."""
-    start = Run.objects.filter(session=session).aggregate(last=Max("position"))["last"] or 0
-    now = timezone.now()
+    now = timezone.now()  # the session is new: its runs start at 1
     runs = [
         Run(
             session=session,
             user=session.user,
             agent=agent,
             agent_version_id=agent.live_version_id,
-            position=start + n,
+            position=n,
             status=RunStatus.COMPLETED,
             input=question,
             content=answer,
