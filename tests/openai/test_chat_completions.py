@@ -83,14 +83,15 @@ async def test_a_stream_sends_chunks_then_the_usage_then_done(client, upstream):
     assert all(c.usage is None for c in chunks[:-1])
 
 
-async def test_a_stream_without_usage_asked_has_none(client, upstream):
-    stream = await client.chat.completions.create(
-        model="assistant", messages=[{"role": "user", "content": "Hi"}], stream=True
-    )
-    chunks = [chunk async for chunk in stream]
+async def test_a_stream_without_usage_asked_has_none(alice_key, agent, upstream):
+    client = ASGIClient({"Authorization": f"Bearer {alice_key}"})
+    body = {"model": "assistant", "messages": [{"role": "user", "content": "Hi"}], "stream": True}
+    response = await client.request("POST", "/v1/chat/completions", body)
+    events = response.body.decode().split("\n\n")[:-2]  # then [DONE] and the end
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events]
 
-    assert all(c.choices for c in chunks)
-    assert all(getattr(c, "usage", None) is None for c in chunks)
+    assert all(c["choices"] for c in chunks)
+    assert not any("usage" in c for c in chunks)  # the key is left out, as OpenAI does
 
 
 async def test_the_clients_system_message_follows_the_agents_instructions(client, agent, upstream):
@@ -226,11 +227,14 @@ async def test_a_model_failing_mid_stream_sends_an_error_event(client, upstream)
     stream = await client.chat.completions.create(
         model="assistant", messages=[{"role": "user", "content": "Hi"}], stream=True
     )
-    with pytest.raises(openai.APIError):
-        async for _ in stream:
-            pass
+    said = []
+    with pytest.raises(openai.APIError) as failed:
+        async for chunk in stream:
+            said.append(chunk.choices[0].delta.content or "")
     run = await Run.objects.aget()
     assert run.status == "ERROR"
+    assert "".join(said) == "Half an " == run.content  # what came first arrived, and is kept
+    assert failed.value.body["type"] == "api_error"
 
 
 async def test_the_rate_limit_is_429_with_retry_after(client, settings):
