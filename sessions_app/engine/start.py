@@ -102,9 +102,14 @@ def _launch(live: LiveRun) -> LiveRun:
 
 
 def _sampling(live: LiveRun) -> dict[str, Any]:
-    """The agent version's sampling settings, under those the ask sets."""
+    """The agent version's sampling settings, under those the ask sets; but an ask may not
+    raise the version's max_tokens, the operator's bound on what an answer costs."""
     assert live.agent is not None
-    return {**live.agent.sampling(), **live.ask.options.sampling}
+    own, asked = live.agent.sampling(), live.ask.options.sampling
+    merged = {**own, **asked}
+    if "max_tokens" in own and "max_tokens" in asked:
+        merged["max_tokens"] = min(own["max_tokens"], asked["max_tokens"])
+    return merged
 
 
 def _create_runs(runs: list[LiveRun]) -> list[LiveRun | Exception]:

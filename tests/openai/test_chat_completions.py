@@ -381,3 +381,13 @@ async def test_a_body_too_large_is_413_in_openais_shape(alice_key, agent, settin
     response = await client.request("POST", "/v1/chat/completions", body)
     assert response.status_code == 413
     assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_a_client_may_lower_the_agents_max_tokens_but_not_raise_it(client, agent, upstream):
+    agent.max_tokens = 100
+    await sync_to_async(agent.save)()
+    for asked, sent in ((20, 20), (5000, 100)):
+        await client.chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "Hi"}], max_tokens=asked
+        )
+        assert upstream.requests[-1]["max_tokens"] == sent
