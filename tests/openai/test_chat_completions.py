@@ -391,3 +391,29 @@ async def test_a_client_may_lower_the_agents_max_tokens_but_not_raise_it(client,
             model="assistant", messages=[{"role": "user", "content": "Hi"}], max_tokens=asked
         )
         assert upstream.requests[-1]["max_tokens"] == sent
+
+
+async def test_an_answer_cut_at_its_limit_finishes_with_length(client, upstream):
+    upstream.script(Reply("Cut short", finish_reason="length"))
+    answer = await client.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "Go on"}]
+    )
+    upstream.script(Reply("Cut short", finish_reason="length"))
+    stream = await client.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "Go on"}], stream=True
+    )
+    reasons = [c.choices[0].finish_reason async for c in stream if c.choices]
+
+    assert answer.choices[0].finish_reason == "length"
+    assert reasons[-1] == "length"
+
+
+async def test_a_session_id_that_cannot_be_one_is_400(client):
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.chat.completions.create(
+            model="assistant",
+            messages=[{"role": "user", "content": "Hi"}],
+            extra_headers={"X-Parley-Session-Id": "../etc/passwd"},
+        )
+    assert refused.value.body["param"] == "session_id"
+    assert await Session.objects.acount() == 0
