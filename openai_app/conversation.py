@@ -8,8 +8,7 @@ use with that id. Not named: when the caller's earlier turns are exactly the com
 session of theirs with that agent (its inputs and answers, in order), the new turn continues it;
 otherwise a new session is started whose history is the caller's turns, its metadata naming the
 session it forked from (of those that began with the same question, the one sharing the most
-leading turns), if any. Sync: from the
-database's side.
+leading turns), if any. Sync: from the database's side.
 """
 
 from __future__ import annotations
@@ -70,15 +69,10 @@ def turns_of(messages: list[dict[str, Any]]) -> Conversation:
 
 
 def session_for(
-    user: User,
-    agent: Agent,
-    conversation: Conversation,
-    named: str | None,
-    metadata: dict[str, Any],
+    user: User, agent: Agent, conversation: Conversation, metadata: dict[str, Any]
 ) -> Found:
-    """The session the new turn goes into (created here when new)."""
-    if named is not None:
-        return _named(user, agent, conversation, named, metadata)
+    """The session a turn that names none goes into: the one its earlier turns are, or a new
+    one (created here)."""
     if not conversation.earlier:
         return _new(user, agent, conversation, None, metadata)
     candidates = _sessions_sharing(user, agent, conversation.earlier)
@@ -89,26 +83,17 @@ def session_for(
     return _new(user, agent, conversation, forked_from, metadata)
 
 
+def named_anew(
+    user: User, agent: Agent, conversation: Conversation, named: str, metadata: dict[str, Any]
+) -> Found:
+    """A session made with the id the caller named (someone else's id: SessionIdTaken)."""
+    return _new(user, agent, conversation, None, metadata, session_id=named)
+
+
 @dataclass(frozen=True)
 class Found:
     session_id: str
     created: bool  # by this request
-
-
-def _named(
-    user: User, agent: Agent, conversation: Conversation, named: str, metadata: dict[str, Any]
-) -> Found:
-    found = existing(user, named)
-    if found is None:
-        # Missing: made now with that id (someone else's id answers that it is taken).
-        return _new(user, agent, conversation, None, metadata, session_id=named)
-    if found.agent_id != agent.pk:
-        raise OpenAIError(
-            400,
-            f"The session {named} is a conversation with another agent ({found.agent.name}).",
-            param="model",
-        )
-    return Found(found.session_id, created=False)
 
 
 def existing(user: User, named: str) -> Session | None:

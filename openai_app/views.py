@@ -14,7 +14,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from openai_app import agents, conversation, shapes
+from openai_app import agents, conversation, placement, shapes
 from openai_app.errors import OpenAIError, bad_key, translated
 from openai_app.request import ChatRequest, parse
 from sessions_app import engine
@@ -68,21 +68,10 @@ async def list_models(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"object": "list", "data": data})
 
 
-def _placement(
-    chat: ChatRequest, turns: conversation.Conversation, named: str | None, user: User
-) -> engine.Placement:
-    """Where the completion's run goes: the agent its model names, the session its turns are.
-    In the run's creation batch, the caller known (RunOptions.place)."""
-    if named is not None:  # a conversation going on: its session knows its agent
-        session = conversation.existing(user, named)
-        if session is not None and agents.named_by(session.agent, chat.model):
-            return engine.Placement(session.agent_id, session.session_id)
-    agent = agents.agent_for_model(user, chat.model)
-    metadata = {k: v for k, v in chat.metadata.items() if k != "session_id"}
-    if chat.user:
-        metadata["openai_user"] = chat.user
-    found = conversation.session_for(user, agent, turns, named, metadata)
-    return engine.Placement(agent.pk, found.session_id, found.created)
+def _metadata(chat: ChatRequest) -> dict[str, Any]:
+    """What a new session keeps of the request: its metadata, and OpenAI's `user`."""
+    kept = {k: v for k, v in chat.metadata.items() if k != "session_id"}
+    return {**kept, "openai_user": chat.user} if chat.user else kept
 
 
 def _named_session(request: HttpRequest, chat: ChatRequest) -> str | None:
@@ -105,7 +94,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
             message = "Client tools are not supported yet."
             raise OpenAIError(400, message, param="tools", code="unsupported_parameter")
         turns = conversation.turns_of(chat.messages)
-        place = functools.partial(_placement, chat, turns, _named_session(request, chat))
+        named = _named_session(request, chat)
+        place = functools.partial(placement.place, chat.model, turns, named, _metadata(chat))
         options = engine.RunOptions(
             source=RunSource.OPENAI, system=turns.system, sampling=chat.sampling, place=place
         )
