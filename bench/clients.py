@@ -36,6 +36,18 @@ class RunResult:
     def gaps(self) -> list[float]:
         return [b - a for a, b in zip(self.pieces, self.pieces[1:], strict=False)]
 
+    def piece(self, at: float) -> None:
+        """A piece of the answer arrived `at` seconds after the request was sent."""
+        if self.ttft is None:
+            self.ttft = at
+        self.pieces.append(at)
+
+    def end(self, at: float, content: str, tokens: int) -> None:
+        """The answer ended, whole if it ends with the upstream's last token."""
+        self.total = at
+        self.ok = content.rstrip().endswith(expected_tail(tokens))
+        self.error = "" if self.ok else "incomplete answer"
+
 
 def expected_tail(tokens: int) -> str:
     """The scripted upstream's last token: a run that shows it was delivered in full."""
@@ -142,44 +154,57 @@ class SSEClient:
         response = await self.http.get("/api/agents")
         response.raise_for_status()
 
+    PATH = "/api/runs"
+    UNENDED = "the stream ended without RunCompleted"
+
+    def request(self, agent_id: str, session_id: str, prompt: str) -> tuple[dict, dict]:
+        """The body and headers of one run's request."""
+        body = {"input": prompt, "agent_id": agent_id, "session_id": session_id, "stream": True}
+        return body, {}
+
+    def reader(self, tokens: int, started: float) -> Callable[[str, RunResult], None]:
+        """What reads each line of one run's stream into its result: `event:` and `data:`."""
+        event = ""
+
+        def read(line: str, result: RunResult) -> None:
+            nonlocal event
+            if line.startswith("event: "):
+                event = line[7:]
+                result.frames += 1
+            elif line.startswith("data: "):
+                if event == "RunContent":
+                    result.piece(time.perf_counter() - started)
+                elif event == "RunCompleted":
+                    content = json.loads(line[6:]).get("content", "")
+                    result.end(time.perf_counter() - started, content, tokens)
+                elif event in ("RunError", "RunCancelled"):
+                    result.error = f"{event}: {line[6:200]}"
+
+        return read
+
     async def run(
         self, agent_id: str, session_id: str, prompt: str, tokens: int, limit: float
     ) -> RunResult:
         result = RunResult()
-        payload = {"input": prompt, "agent_id": agent_id, "session_id": session_id, "stream": True}
+        body, headers = self.request(agent_id, session_id, prompt)
         started = time.perf_counter()
-        event = ""
+        read = self.reader(tokens, started)
         try:
             async with (
                 asyncio.timeout(limit),
-                self.http.stream("POST", "/api/runs", json=payload) as response,
+                self.http.stream("POST", self.PATH, json=body, headers=headers) as response,
             ):
                 if response.status_code != 200:
                     await response.aread()
                     result.error = f"{response.status_code} {response.text[:200]}"
                     return result
-                async for line in response.aiter_lines():
-                    result.bytes += len(line) + 1
-                    if line.startswith("event: "):
-                        event = line[7:]
-                        result.frames += 1
-                    elif line.startswith("data: "):
-                        if event == "RunContent":
-                            now = time.perf_counter() - started
-                            if result.ttft is None:
-                                result.ttft = now
-                            result.pieces.append(now)
-                        elif event == "RunCompleted":
-                            result.total = time.perf_counter() - started
-                            content = json.loads(line[6:]).get("content", "")
-                            result.ok = content.rstrip().endswith(expected_tail(tokens))
-                            result.error = "" if result.ok else "incomplete answer"
-                        elif event in ("RunError", "RunCancelled"):
-                            result.error = f"{event}: {line[6:200]}"
                 # Read to the end of the body (the server ends it after the last event), so the
                 # connection is reused, as the Direct client's is.
+                async for line in response.aiter_lines():
+                    result.bytes += len(line) + 1
+                    read(line, result)
             if not result.ok and not result.error:
-                result.error = "the stream ended without RunCompleted"
+                result.error = self.UNENDED
         except Exception as exc:
             result.error = repr(exc)
         return result
@@ -192,53 +217,36 @@ class OpenAIClient(SSEClient):
     """Parley's OpenAI-compatible door: POST /v1/chat/completions with "stream": true, the
     session named by its header, read as OpenAI's chunks."""
 
-    async def run(
-        self, agent_id: str, session_id: str, prompt: str, tokens: int, limit: float
-    ) -> RunResult:
-        result = RunResult()
-        payload = {
+    PATH = "/v1/chat/completions"
+    UNENDED = "the stream ended without a finish_reason"
+
+    def request(self, agent_id: str, session_id: str, prompt: str) -> tuple[dict, dict]:
+        body = {
             "model": agent_id,
             "messages": [{"role": "user", "content": prompt}],
             "stream": True,
         }
-        headers = {"X-Parley-Session-Id": session_id}
-        started, parts = time.perf_counter(), []
-        try:
-            async with (
-                asyncio.timeout(limit),
-                self.http.stream(
-                    "POST", "/v1/chat/completions", json=payload, headers=headers
-                ) as response,
-            ):
-                if response.status_code != 200:
-                    await response.aread()
-                    result.error = f"{response.status_code} {response.text[:200]}"
-                    return result
-                async for line in response.aiter_lines():
-                    result.bytes += len(line) + 1
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    result.frames += 1
-                    chunk = json.loads(line[6:])
-                    if "error" in chunk:
-                        result.error = f"error: {line[6:200]}"
-                        continue
-                    choice = chunk["choices"][0]
-                    if choice["delta"].get("content"):
-                        now = time.perf_counter() - started
-                        if result.ttft is None:
-                            result.ttft = now
-                        result.pieces.append(now)
-                        parts.append(choice["delta"]["content"])
-                    if choice.get("finish_reason"):
-                        result.total = time.perf_counter() - started
-                        result.ok = "".join(parts).rstrip().endswith(expected_tail(tokens))
-                        result.error = "" if result.ok else "incomplete answer"
-            if not result.ok and not result.error:
-                result.error = "the stream ended without a finish_reason"
-        except Exception as exc:
-            result.error = repr(exc)
-        return result
+        return body, {"X-Parley-Session-Id": session_id}
+
+    def reader(self, tokens: int, started: float) -> Callable[[str, RunResult], None]:
+        parts: list[str] = []
+
+        def read(line: str, result: RunResult) -> None:
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                return
+            result.frames += 1
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                result.error = f"error: {line[6:200]}"
+                return
+            choice = chunk["choices"][0] if chunk["choices"] else {}
+            if choice.get("delta", {}).get("content"):
+                result.piece(time.perf_counter() - started)
+                parts.append(choice["delta"]["content"])
+            if choice.get("finish_reason"):
+                result.end(time.perf_counter() - started, "".join(parts), tokens)
+
+        return read
 
 
 class ChatSocket:

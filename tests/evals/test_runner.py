@@ -172,39 +172,24 @@ async def test_a_dead_processs_cancelled_experiment_ends_cancelled_asking_nothin
     assert not await Score.objects.filter(trial__experiment=experiment).aexists()
 
 
-async def test_a_rescore_of_a_cancelled_experiment_scores_what_it_answered(upstream):
+@pytest.mark.parametrize("dies", [False, True], ids=["", "its-first-process-dying"])
+async def test_a_rescore_of_a_cancelled_experiment_scores_what_it_answered(upstream, dies):
     experiment = await made(4, concurrency=1)
-    await left_by(a_dead_worker(), experiment)
+    await left_by(a_dead_worker(), experiment)  # two answered
     await sync_to_async(runner.cancel)(experiment)
     await Experiment.objects.filter(pk=experiment.pk).aupdate(
         status="cancelled", worker="", finished_at=timezone.now()
     )
 
     await sync_to_async(runner.rescore)(experiment, ["contains"])
+    if dies:  # taken up for the rescore by a process that died at once
+        await Experiment.objects.filter(pk=experiment.pk).aupdate(
+            status="running", worker=a_dead_worker(), heartbeat_at=timezone.now()
+        )
     ended = await run_experiment(experiment.pk)
 
     assert ended.status == "cancelled"
     assert upstream.requests == []  # no answer asked
-    assert await Score.objects.filter(trial__experiment=experiment).acount() == 2
-
-
-async def test_a_rescore_of_a_cancelled_experiment_survives_its_process_dying(upstream):
-    experiment = await made(4, concurrency=1)
-    await left_by(a_dead_worker(), experiment)
-    await sync_to_async(runner.cancel)(experiment)
-    await Experiment.objects.filter(pk=experiment.pk).aupdate(
-        status="cancelled", worker="", finished_at=timezone.now()
-    )
-    await sync_to_async(runner.rescore)(experiment, ["contains"])
-    # Taken up for the rescore by a process that died at once.
-    await Experiment.objects.filter(pk=experiment.pk).aupdate(
-        status="running", worker=a_dead_worker(), heartbeat_at=timezone.now()
-    )
-
-    ended = await run_experiment(experiment.pk)
-
-    assert ended.status == "cancelled"
-    assert upstream.requests == []
     assert await Score.objects.filter(trial__experiment=experiment).acount() == 2
 
 
