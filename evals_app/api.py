@@ -114,11 +114,13 @@ def cancel_experiment(request: HttpRequest, experiment_id: uuid.UUID) -> Any:
 def resume_experiment(
     request: HttpRequest, experiment_id: uuid.UUID, payload: ResumeIn | None = None
 ) -> Any:
-    """Go on with a cancelled, budget-stopped or failed experiment, optionally with a new
-    budget: only what was not answered or scored is asked. Anything else changes nothing."""
+    """Go on with an experiment that ended with something left to ask (cancelled, stopped at
+    its budget, failed, or completed with failed answers), optionally with a new budget: only
+    what was not answered, or failed, or was not scored is asked. Anything else changes
+    nothing."""
     experiment = get_experiment_for_user(_user(request), experiment_id, "change")
     budgets = {k: v for k, v in (payload.model_dump() if payload else {}).items() if v is not None}
-    if budgets and experiment.status in runner.RESUMABLE:
+    if budgets and runner.resumable(experiment):
         Experiment.objects.filter(pk=experiment.pk).update(**budgets)
     runner.request(experiment)
     return _detailed(get_experiment_for_user(_user(request), experiment_id))

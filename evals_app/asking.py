@@ -50,6 +50,7 @@ async def _streamed(trial: Trial, request: replay.Request) -> Answer:
         failed = Answer(trial.pk, TrialStatus.ERROR, request.model, request.messages)
         failed.content, failed.error = "".join(parts), exc.message
         failed.time_to_first_token, failed.duration = first, time.perf_counter() - started
+        failed.unavailable = exc.unavailable
         return failed
     assert end is not None  # stream_chat ends with its StreamEnd or raises
     model = end.model or request.model

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from evals_app import asking, claims, replay, store
+from evals_app.away import ModelAway
 from evals_app.experiments import progress as progress_of
 from evals_app.models import Experiment, ExperimentStatus, Trial, TrialStatus
 from evals_app.scorers import Scorer, SpecError, build
@@ -93,6 +94,7 @@ class ExperimentRun:
         self.counts = {name: plan.counts[name] for name in ("total", "done", "errors")}
         self.scored: set[str] = set()
         self.writer = AnswerWriter(self.id, self.answered)
+        self.away = ModelAway()
 
     # -- its state -------------------------------------------------------------------------
 
@@ -182,12 +184,23 @@ class ExperimentRun:
 
     async def _trial(self, trial: Trial) -> None:
         try:
-            answer = await asking.answer(trial, self.candidates[trial.version_id])
+            answer = await self._ask(trial)
             # Counted before the slot is free: the next trial is started against it.
             self.spent(answer.tokens, answer.cost or Decimal(0))
         finally:
             self.slots.release()
         await self.writer.write(answer)
+
+    async def _ask(self, trial: Trial) -> store.Answer:
+        """The trial's answer; while the endpoint is away, asked again once it is back."""
+        while True:
+            await self.away.wait()
+            answer = await asking.answer(trial, self.candidates[trial.version_id])
+            if not answer.unavailable:
+                self.away.answered()
+                return answer
+            if not self.away.failed():
+                return answer
 
     async def _settle(self) -> None:
         """Wait for the trials in flight and the answers being written; a failed write

@@ -22,7 +22,13 @@ from django.utils import timezone
 from evals_app import claims, poller
 from evals_app.experiments import ExperimentError, scorer_specs
 from evals_app.experiments import progress as progress_of
-from evals_app.models import FINISHED_STATUSES, Experiment, ExperimentStatus
+from evals_app.models import (
+    FINISHED_STATUSES,
+    Experiment,
+    ExperimentStatus,
+    Trial,
+    TrialStatus,
+)
 from evals_app.run import ExperimentRun, Progress, prepare
 from evals_app.scorers import SpecError
 from sessions_app.engine.dbthread import in_db_thread as db
@@ -35,13 +41,30 @@ _local: dict[Any, ExperimentRun | None] = {}
 RESUMABLE = (ExperimentStatus.CANCELLED, ExperimentStatus.BUDGET, ExperimentStatus.FAILED)
 
 
+def resumable(experiment: Experiment) -> bool:
+    """Ended with something left to ask: stopped (cancelled, at its budget, failed), or
+    completed with answers that failed."""
+    if experiment.status in RESUMABLE:
+        return True
+    failed = Trial.objects.filter(experiment=experiment, status=TrialStatus.ERROR)
+    return experiment.status == ExperimentStatus.COMPLETED and failed.exists()
+
+
 def request(experiment: Experiment) -> None:
     """Queue it for a runner: this process's poller is woken when it serves (else the next
-    look of any server's, or `evaluate --resume`). One that was cancelled, stopped at its
-    budget or failed resumes from its pending trials, its cancel forgotten."""
-    Experiment.objects.filter(pk=experiment.pk, status__in=RESUMABLE).update(
-        status=ExperimentStatus.QUEUED, cancel_requested=False, error="", finished_at=None
-    )
+    look of any server's, or `evaluate --resume`). One that ended with something left to ask
+    resumes from its pending trials and those whose answer failed, its cancel forgotten."""
+    if experiment.status not in (ExperimentStatus.QUEUED, ExperimentStatus.RUNNING):
+        if not resumable(experiment):
+            return
+    with transaction.atomic():
+        queued = Experiment.objects.filter(
+            pk=experiment.pk, status__in=(*RESUMABLE, ExperimentStatus.COMPLETED)
+        ).update(status=ExperimentStatus.QUEUED, cancel_requested=False, error="", finished_at=None)
+        if queued:  # failed answers are asked again, as if never asked
+            Trial.objects.filter(experiment=experiment, status=TrialStatus.ERROR).update(
+                status=TrialStatus.PENDING, error="", content="", started_at=None, finished_at=None
+            )
     transaction.on_commit(poller.poke)
 
 

@@ -34,6 +34,7 @@ class Answer:
     time_to_first_token: float | None = None
     duration: float | None = None
     cost: Decimal | None = None
+    unavailable: bool = False  # failed because the model endpoint was away, not refusing it
 
     @property
     def tokens(self) -> int:

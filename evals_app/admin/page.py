@@ -99,7 +99,7 @@ def _page_context(request: HttpRequest, experiment: Experiment) -> dict[str, Any
         "tallies": blind.tally(experiment),
         "can_change": can_change,
         "can_cancel": can_change and not progress["finished"],
-        "can_resume": can_change and experiment.status in runner.RESUMABLE,
+        "can_resume": can_change and runner.resumable(experiment),
         "can_delete": may(request, "delete", experiment),
         "rescore_form": rescore_form(request, experiment) if can_change else None,
         "urls": {
@@ -155,10 +155,11 @@ def _cancel_context(request: HttpRequest, experiment: Experiment) -> dict[str, A
 
 @require_POST
 def resume_view(request: HttpRequest, experiment_id: Any) -> HttpResponse:
-    """Go on with a cancelled, budget-stopped or failed experiment: only what was not answered
-    or scored is asked (raise its budget first, on the API, if it stopped at it)."""
+    """Go on with an experiment that ended with something left to ask (stopped, or with failed
+    answers): only what was not answered, or failed, or not scored is asked (raise its budget
+    first, on the API, if it stopped at it)."""
     experiment = experiment_for(request, experiment_id, "change")
-    if experiment.status in runner.RESUMABLE:
+    if runner.resumable(experiment):
         runner.request(experiment)
         messages.success(request, "The experiment goes on with what it had left to do.")
     else:

@@ -132,7 +132,7 @@ async def stream_chat(
     except Exception as exc:  # CancelledError is not an Exception: cancelling closes the request
         raise describe(exc) from exc
     if answer.finish_reason is None:
-        raise LLMError("The model's answer was cut off before it finished.")
+        raise LLMError("The model's answer was cut off before it finished.", unavailable=True)
     if answer.calls:
         yield ToolCallsDelta(answer.tool_calls())
     usage = answer.usage

@@ -21,11 +21,14 @@ class LLMError(Exception):
     What an endpoint says may quote a key (its own, a proxy's, one from the request): whatever
     looks like one is masked here, before the message is stored, streamed or answered."""
 
-    def __init__(self, message: str, *, status: int = 502) -> None:
+    def __init__(self, message: str, *, status: int = 502, unavailable: bool = False) -> None:
         message = mask_secrets(message)
         super().__init__(message)
         self.message = message
         self.status = status
+        # The endpoint was away or overloaded (unreachable, timed out, 408, 429, 502-504, a
+        # stream cut off), not refusing this request: asking again later may well succeed.
+        self.unavailable = unavailable
 
 
 def describe(exc: BaseException) -> LLMError:
@@ -33,16 +36,20 @@ def describe(exc: BaseException) -> LLMError:
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, (openai.APITimeoutError, *TIMEOUT_ERRORS)):
-        return LLMError(TIMEOUT_MESSAGE, status=504)
+        return LLMError(TIMEOUT_MESSAGE, status=504, unavailable=True)
     if isinstance(exc, (openai.APIConnectionError, *TRANSPORT_ERRORS)):
-        return LLMError("The model endpoint could not be reached or closed the connection.")
+        return LLMError(
+            "The model endpoint could not be reached or closed the connection.", unavailable=True
+        )
     if isinstance(exc, openai.APIStatusError):
         status = 504 if exc.status_code in (408, 504) else 502
         message = f"The model endpoint answered {exc.status_code}: {_error_detail(exc)}"
         wait = _retry_after(exc.response.headers)
         if wait is not None:
             message = f"{message.rstrip('.')}. Try again in {_seconds(wait)}."
-        return LLMError(message, status=status)
+        # Busy, or a gateway without its model: not a 500, which is about this request.
+        away = exc.status_code in (408, 429, 502, 503, 504)
+        return LLMError(message, status=status, unavailable=away)
     if isinstance(exc, openai.APIError):
         return LLMError(f"The model endpoint failed: {exc.message}")
     return LLMError(f"The model endpoint failed: {exc}")

@@ -266,3 +266,47 @@ async def test_judges_stop_at_the_budget_too(upstream):
     assert ended.status == "budget"
     assert len(upstream.requests) == 1  # the one answer; no judge was asked about it
     assert not await Score.objects.filter(trial__experiment=experiment).aexists()
+
+
+async def test_while_the_model_is_away_answers_wait_for_it_and_none_fails(upstream):
+    experiment = await made(3, concurrency=2)
+    # The endpoint away for its first three calls (a restart, an overload), then back.
+    upstream.script(
+        Reply(status=503, error_message="restarting"),
+        Reply(status=503, error_message="restarting"),
+        Reply(status=503, error_message="restarting"),
+    )
+
+    ended = await run_experiment(experiment.pk)
+
+    assert ended.status == "completed"
+    assert await sync_to_async(kit.statuses)(experiment) == {"completed": 6}
+    assert len(upstream.requests) == 6 + 3  # the three that met it away were asked again
+
+
+async def test_a_model_that_refuses_a_request_fails_that_answer_at_once(upstream):
+    experiment = await made(1, concurrency=1)
+    upstream.script(Reply(status=400, error_message="bad request"))
+
+    ended = await run_experiment(experiment.pk)
+
+    assert ended.status == "completed"
+    assert await sync_to_async(kit.statuses)(experiment) == {"completed": 1, "error": 1}
+    assert len(upstream.requests) == 2
+
+
+async def test_a_resume_asks_the_failed_answers_again(upstream):
+    experiment = await made(2, concurrency=1)
+    upstream.script(Reply(status=400, error_message="refused once"))
+    ended = await run_experiment(experiment.pk)
+    assert ended.status == "completed"
+    assert await sync_to_async(kit.statuses)(experiment) == {"completed": 3, "error": 1}
+    assert await sync_to_async(runner.resumable)(ended)
+
+    await sync_to_async(runner.request)(ended)
+    again = await run_experiment(experiment.pk)
+
+    assert again.status == "completed"
+    assert await sync_to_async(kit.statuses)(experiment) == {"completed": 4}
+    assert len(upstream.requests) == 4 + 1  # only the failed one was asked again
+    assert not await sync_to_async(runner.resumable)(again)
