@@ -45,10 +45,10 @@ def require(user: Any, action: Action, model: type[Model]) -> None:
     """For things only staff do at all (agents, datasets): PermissionDenied naming the right.
     The staff features of the other apps (datasets, experiments) read every agent's
     conversations, so a token limited to some agents is refused there."""
-    if model._meta.app_label != "sessions_app" and getattr(user, SCOPE, None) is not None:
-        raise PermissionDenied(LIMITED_TOKEN)
     if not staff_may(user, action, model):
         raise missing(action, model)
+    if model._meta.app_label != "sessions_app" and getattr(user, SCOPE, None) is not None:
+        raise PermissionDenied(LIMITED_TOKEN)
 
 
 LIMITED_TOKEN = (
