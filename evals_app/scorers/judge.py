@@ -56,7 +56,11 @@ class Judge(Scorer):
 
     def schema(self) -> dict[str, Any]:
         low, high = self.scale
-        score = {"type": "number", "minimum": low, "maximum": high}
+        score: dict[str, Any] = {"type": "number", "minimum": low, "maximum": high}
+        if float(low).is_integer() and float(high).is_integer() and high - low <= 100:
+            # llama.cpp's grammars leave a number's bounds out, but keep an enum: a scale of
+            # whole numbers is given as its values, so the embedded judge cannot leave it.
+            score = {"enum": list(range(int(low), int(high) + 1))}
         properties = {"score": score, "reason": {"type": "string"}}
         return {"type": "object", "properties": properties, "required": ["score", "reason"]}
 
