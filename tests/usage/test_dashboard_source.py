@@ -76,7 +76,7 @@ def test_the_filter_offers_every_source_and_all_of_them_by_default(staff, doors)
     options = re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', select)
     assert options == [
         ("", "All sources"), ("chat", "Chat page"), ("api", "REST API"),
-        ("openai", "OpenAI API"), ("import", "Agno import"),
+        ("openai", "OpenAI API"), ("import", "Agno import"), ("history", "Client&#x27;s history"),
     ]  # fmt: skip
     everything = shown_tiles(staff_client(staff), f"{URL}?{RANGE}")
     assert (everything["runs"], everything["input_tokens"]) == ("6", "487")
