@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import pytest
 from django.test import Client
@@ -400,3 +401,11 @@ def test_a_cancelled_experiment_goes_on_from_its_page(operator, done):
     done.refresh_from_db()
     assert done.status == ExperimentStatus.QUEUED
     assert "resume-experiment" not in text_of(operator.get(page(done)))
+
+
+def test_the_status_filter_names_every_status_alike(viewer, done):
+    listed = text_of(viewer.get(LIST))
+
+    choices = re.findall(r'<a href="\?status__exact=\w+"[^>]*>([^<]+)</a>', listed)
+    assert choices == ["Queued", "Running", "Completed", "Cancelled", "Stopped at its budget",
+                       "Failed"]  # fmt: skip
