@@ -12,6 +12,7 @@ from datasets_app.models import Dataset
 from datasets_app.services.collect import add_run
 from sessions_app.accounts import create_token
 from sessions_app.models import Agent, RunStatus, Session, User
+from tests.e2e.test_datasets_e2e import beside_the_submit
 from tests.support.apiclient import stored_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,3 +114,14 @@ def test_every_list_fits_a_1280_pixel_screen(
         if scrolled := page.evaluate(SCROLLED_SIDEWAYS):
             too_wide[path] = scrolled
     assert too_wide == {}
+
+
+def test_the_new_draft_pages_cancel_sits_beside_its_submit_as_the_admins_buttons_do(
+    page: Page, login: Callable[[Page, str, str], None], root: User
+):
+    agent = Agent.objects.create(name="Baker", model="scripted")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    login(page, "root", "root-pass-123")
+    page.goto(f"/admin/sessions_app/agent/{agent.pk}/versions/new/")
+
+    beside_the_submit(page.get_by_test_id("draft-form").locator(".submit-row"), "Save draft")
