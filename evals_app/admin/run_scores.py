@@ -12,7 +12,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from evals_app.models import EvalRule, Score
 from evals_app.scorer_labels import label_of, label_of_key, labels_of
@@ -29,6 +29,17 @@ from sessions_app.admin.extensions import (
 from sessions_app.models import Run
 
 SCORED, UNSCORED = "any", "none"
+# Each kind of scorer in a word, for the run list's narrow column (its title says it in full).
+SHORT = {
+    "exact": "Exact",
+    "contains": "Contains",
+    "regex": "Regex",
+    "json_valid": "JSON",
+    "json_equal": "JSON equal",
+    "similarity": "Similarity",
+    "judge": "Judge",
+    "pairwise": "Pairwise",
+}
 # "<key><0.5", "<key>>=0.5" or "<key>!" (failed): see LiveScoreFilter.lookups.
 CHOICE = re.compile(r"(?P<key>.+?)(?:(?P<op><|>=)(?P<at>-?\d+(?:\.\d+)?)|(?P<failed>!))")
 
@@ -106,7 +117,7 @@ class LiveScoreFilter(admin.SimpleListFilter):
 
 
 class LiveScoresColumn:
-    """The run list's column of each run's live scores, compact ("LLM judge 4/5 · Contains ✓"),
+    """The run list's column of each run's live scores, compact ("Judge 4/5", "Contains ✓"),
     each titled with its scorer in words and its key. A page's scores are read in one query,
     the rules' scorers (their words and scales) in another."""
 
@@ -135,8 +146,9 @@ class LiveScoresColumn:
         if not scores:
             return EMPTY
         return format_html_join(
-            " · ",
-            '<span title="{} ({})">{} {}</span>',
+            # One score a line, each kept whole: the list has no width to spare.
+            mark_safe("<br>"),
+            '<span title="{} ({})">{}&nbsp;{}</span>',
             (
                 (label_of_key(key, self.labels), key, _kind(key), self._value(key, value))
                 for key, value in scores
@@ -159,9 +171,10 @@ class LiveScoresColumn:
 
 
 def _kind(key: str) -> str:
-    """The scorer's kind in a word or two ("Contains"), its options left to the title."""
-    scorer = REGISTRY.get(key.partition(":")[0])
-    return scorer.label if scorer is not None else key.partition(":")[0]
+    """The scorer's kind in a word ("Contains"), its options left to the title."""
+    name = key.partition(":")[0]
+    scorer = REGISTRY.get(name)
+    return SHORT.get(name) or (scorer.label if scorer is not None else name)
 
 
 def run_context(request: HttpRequest, run: Run) -> dict[str, Any]:

@@ -165,12 +165,12 @@ def test_the_run_list_shows_each_runs_live_scores_in_a_column(root, scored):
 
     header = page.split('<th scope="col" class="column-live_scores">')[1].split("</th>")[0]
     assert "<span>Live scores</span>" in header
-    regex = f'<span title="Matches “Hello” ({REGEX})">Regular expression'
-    assert scores_column(page, first) == f"{regex} ✓</span>"
-    assert scores_column(page, second) == f"{regex} ✗</span>"
-    assert scores_column(page, before) == f"{regex} 0.50</span>"
-    failed = '<span title="Valid JSON (json_valid)">Valid JSON failed</span>'
-    assert scores_column(page, third) == f"{failed} · {regex} ✓</span>"
+    regex = f'<span title="Matches “Hello” ({REGEX})">Regex&nbsp;'
+    assert scores_column(page, first) == f"{regex}✓</span>"
+    assert scores_column(page, second) == f"{regex}✗</span>"
+    assert scores_column(page, before) == f"{regex}0.50</span>"
+    failed = '<span title="Valid JSON (json_valid)">JSON&nbsp;failed</span>'
+    assert scores_column(page, third) == f"{failed}<br>{regex}✓</span>"  # one a line
     assert scores_column(page, scored["unscored"]) == "–"
 
 
@@ -186,7 +186,7 @@ def test_a_judges_live_score_is_shown_on_its_scale(root, agent, alice):
     shown = scores_column(root.get(RUNS).content.decode(), run)
 
     words = re.findall(r">([^<]+)</span>", shown)
-    assert words == ["Contains ✓", "LLM judge 3", "LLM judge 7/10"]
+    assert words == ["Contains&nbsp;✓", "Judge&nbsp;3", "Judge&nbsp;7/10"]
     assert 'title="Judge 1–10 (rubric: “Kind?”)' in shown
 
 
@@ -200,7 +200,7 @@ def test_the_scores_column_reads_a_page_of_runs_in_as_many_queries_as_one_run(ro
             Score.objects.create(run=run, scorer="json_valid", value=1.0)
         with CaptureQueriesContext(connection) as captured:
             page = root.get(RUNS).content.decode()
-        assert page.count("Valid JSON ✓") == count
+        assert page.count("JSON&nbsp;✓") == count
         return len(captured)
 
     assert listed_with(1) == listed_with(6)
