@@ -18,7 +18,7 @@ class ExperimentStatus(models.TextChoices):
     RUNNING = "running"
     COMPLETED = "completed"
     CANCELLED = "cancelled"
-    BUDGET = "budget", "stopped at its budget"
+    BUDGET = "budget", "Stopped at its budget"
     FAILED = "failed"
 
 

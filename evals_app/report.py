@@ -53,9 +53,9 @@ class VersionFigures:
     version_id: Any
     label: str
     baseline: bool
-    trials: int = 0
-    completed: int = 0
-    errors: int = 0
+    trials: int = 0  # the answers planned: every trial, those not asked yet too
+    completed: int = 0  # the answers received
+    errors: int = 0  # the answers that failed
     tokens: int = 0
     cost: Decimal | None = None
     ttft_p50: float | None = None

@@ -36,6 +36,7 @@ CSV_COLUMNS = (
     "losses",
     "within_noise",
     "trials",
+    "completed",
     "trial_errors",
     "tokens",
     "cost",
@@ -103,6 +104,7 @@ def _row(
         "version": version.label,
         "baseline": version.baseline,
         "trials": version.trials,
+        "completed": version.completed,
         "trial_errors": version.errors,
         "tokens": version.tokens,
         "cost": version.cost,
@@ -129,7 +131,7 @@ def as_text(report: Report) -> str:
         f"cost {_money(about['used_cost'] if _priced(report) else None)}.",
         "",
         *_table(
-            ("version", "trials", "errors", "tokens", "cost", "ttft p50/p95", "duration p50/p95"),
+            ("version", "answers", "errors", "tokens", "cost", "ttft p50/p95", "duration p50/p95"),
             [_version_cells(v) for v in report.versions],
         ),
     ]
@@ -158,13 +160,18 @@ def _priced(report: Report) -> bool:
 def _version_cells(v: VersionFigures) -> list[str]:
     return [
         v.label + (" (baseline)" if v.baseline else ""),
-        str(v.trials),
+        answers(v),
         str(v.errors),
         str(v.tokens),
         _money(v.cost),
         f"{_seconds(v.ttft_p50)} / {_seconds(v.ttft_p95)}",
         f"{_seconds(v.duration_p50)} / {_seconds(v.duration_p95)}",
     ]
+
+
+def answers(v: VersionFigures) -> str:
+    """Those received of those planned: "0 of 20" until the first arrives."""
+    return f"{v.completed} of {v.trials}"
 
 
 def _score_cells(f: ScoreFigures, labels: dict[Any, str]) -> list[str]:

@@ -30,6 +30,8 @@ from sessions_app.services.markdown import highlight_css
 DATASET_PARAMETER = "dataset__dataset_id__exact"
 # What a row does not show: the conversation is read only for its first words (with_excerpt).
 UNLISTED = ("messages", "tools", "corrected_answer", "rejected_answer")
+# The item page's review buttons ("Save and accept", "Save and reject") and what each decides.
+DECIDED = {"_accept": ItemStatus.ACCEPTED, "_reject": ItemStatus.REJECTED}
 
 
 class ItemChangeList(ChangeList):
@@ -262,10 +264,21 @@ class DatasetItemAdmin(ListAdmin):
     def save_model(self, request: HttpRequest, obj: DatasetItem, form: Any, change: bool) -> None:
         # The review is the service's, as through the API; the form only gathers it.
         changes = {name: form.cleaned_data[name] for name in form.changed_data}
-        decided = {"_accept": ItemStatus.ACCEPTED, "_reject": ItemStatus.REJECTED}
-        for button, status in decided.items():
-            if button in request.POST:
-                changes["status"] = status
+        decided = _decided(request)
+        if decided is not None:
+            changes["status"] = decided
         if changes:
             saved = catalog.update_item(request.user, obj.dataset_id, obj.pk, **changes)
             obj.status, obj.reviewed_at = saved.status, saved.reviewed_at
+
+    def response_change(self, request: HttpRequest, obj: DatasetItem) -> HttpResponse:
+        """After a review button, the message says what was decided, not only "changed"."""
+        decided = _decided(request)
+        if decided is None:
+            return super().response_change(request, obj)
+        self.message_user(request, f"The item was saved and {decided.value}.", messages.SUCCESS)
+        return self.response_post_save_change(request, obj)
+
+
+def _decided(request: HttpRequest) -> ItemStatus | None:
+    return next((status for button, status in DECIDED.items() if button in request.POST), None)

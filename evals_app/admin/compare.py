@@ -30,6 +30,7 @@ from sessions_app.services.access import NotFound
 from sessions_app.services.markdown import highlight_css
 
 TEMPLATE = "admin/evals_app/experiment/compare.html"
+TITLE_LENGTH = 60  # characters of the question the page is titled by
 
 
 def compare_url(experiment: Experiment, trial: Trial) -> str:
@@ -139,8 +140,10 @@ def compare_view(request: HttpRequest, experiment_id: Any, trial_id: Any) -> Htt
     labels = labels_of(experiment.scorers)
     context = {
         **admin.site.each_context(request),
-        # The item's id as its dataset's admin names it (and the report's links say it).
-        "title": f"Item {candidate.item_uuid}, side by side",
+        # Named by what it asked; its id, as its dataset's admin and the report's links name
+        # it, is the line under the heading.
+        "title": display.excerpt(turns.question(candidate), TITLE_LENGTH)
+        or f"Item {candidate.item_uuid}",
         "item_url": display.change_url(DatasetItem, candidate.item_uuid) if candidate.item else "",
         "opts": Experiment._meta,
         "experiment": experiment,

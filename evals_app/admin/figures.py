@@ -112,7 +112,8 @@ def _version_row(version: AgentVersion, f: VersionFigures | None, baseline_id: A
     return {
         "version": str(version),
         "baseline": version.pk == baseline_id,
-        "trials": shown("trials"),
+        # Received of planned: a trial is planned before its answer is asked for.
+        "answers": f"{shown('completed')} of {shown('trials')}" if f else EMPTY,
         "errors": shown("errors"),
         "tokens": shown("tokens", unit="tokens"),
         "cost": money.usd(f.cost if f else None),

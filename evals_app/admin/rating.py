@@ -37,7 +37,7 @@ def _context(request: HttpRequest, experiment: Experiment) -> dict[str, Any]:
         "opts": Experiment._meta,
         "experiment": experiment,
         "experiment_url": page_url(experiment),
-        "experiment_label": "The experiment",  # not its name, as above
+        "experiment_label": f"Experiment {str(experiment.pk)[:8]}",  # not its name, as above
         "pair": pair,
         "left": blind.unrated(experiment, request.user).count(),
         "rated": blind.rateable(experiment).filter(human_verdicts__rater=request.user).count(),

@@ -20,16 +20,26 @@ def _turn(message: dict[str, Any]) -> transcript.Turn:
     )
 
 
-def input_turns(trial: Trial) -> list[transcript.Turn]:
-    """What the item asked, as every version was asked it: its history and user turn, without
-    the system message (each version sends its own) or the answer it had. From the replay the
-    trial was sent when the item has been deleted since."""
+def _asked(trial: Trial) -> list[dict[str, Any]]:
+    """The item's conversation up to its last user turn; from the replay the trial was sent
+    when the item has been deleted since."""
     item = trial.item
     if item is not None:
-        messages = up_to_last_question(item.messages)
-    else:
-        messages = [m for m in trial.sent_messages or () if m.get("name") not in EXAMPLE_NAMES]
-    return [_turn(m) for m in messages if m.get("role") != Role.SYSTEM]
+        return up_to_last_question(item.messages)
+    return [m for m in trial.sent_messages or () if m.get("name") not in EXAMPLE_NAMES]
+
+
+def input_turns(trial: Trial) -> list[transcript.Turn]:
+    """What the item asked, as every version was asked it: its history and user turn, without
+    the system message (each version sends its own) or the answer it had."""
+    return [_turn(m) for m in _asked(trial) if m.get("role") != Role.SYSTEM]
+
+
+def question(trial: Trial) -> str:
+    """The item's last user turn as text (its first may be an earlier turn of a long
+    conversation); empty when it has none."""
+    asked = [m for m in _asked(trial) if m.get("role") == Role.USER]
+    return str(asked[-1].get("content") or "") if asked else ""
 
 
 def reference_turns(trial: Trial) -> list[transcript.Turn]:

@@ -1,5 +1,5 @@
-"""What other apps add to this app's admin pages without this app naming them: actions and
-filters on the session and run lists, panels on a session's transcript and a run's page, and
+"""What other apps add to this app's admin pages without this app naming them: actions, filters
+and columns on the session and run lists, panels on a session's transcript and a run's page, and
 sections of the agent's form. Filled as those apps' admin modules load (admin autodiscovery, at
 start-up); read on every request, so the ModelAdmins here never import them.
 """
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.admin.options import IS_POPUP_VAR
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db.models import Model
 from django.http import HttpRequest
@@ -34,6 +35,17 @@ class Action:
 class ListFilter:
     list_filter: Any  # a filter as ModelAdmin.list_filter lists them (a SimpleListFilter class)
     allowed: Callable[[HttpRequest], bool]  # whether the list offers it to this request
+
+
+@dataclass(frozen=True)
+class ListColumn:
+    """A column of a model's list: `make(request)` gives it for one request's list, a callable
+    as list_display takes them (named `__name__`, headed by its `short_description`, as
+    admin.display sets them) with a method `load(rows)`, called once with the page's rows
+    before any is drawn, so that it reads what it shows for them all at once."""
+
+    make: Callable[[HttpRequest], Any]
+    allowed: Callable[[HttpRequest], bool]  # whether the list shows it to this request
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,7 @@ class FormSection:
 
 _actions: dict[type[Model], list[Action]] = {}
 _list_filters: dict[type[Model], list[ListFilter]] = {}
+_list_columns: dict[type[Model], list[ListColumn]] = {}
 _panels: dict[str, list[Panel]] = {page: [] for page in SLOTS}
 _sections: dict[type[Model], list[FormSection]] = {}
 
@@ -74,6 +87,10 @@ def add_action(model: type[Model], action: Action) -> None:
 
 def add_list_filter(model: type[Model], list_filter: ListFilter) -> None:
     _add(_list_filters.setdefault(model, []), list_filter)
+
+
+def add_list_column(model: type[Model], column: ListColumn) -> None:
+    _add(_list_columns.setdefault(model, []), column)
 
 
 def add_panel(page: str, panel: Panel) -> None:
@@ -134,6 +151,32 @@ class ExtraListFilters:
             if extra.allowed(request):
                 filters.append(extra.list_filter)
         return filters
+
+
+class ExtraListColumns:
+    """Mixed into a ModelAdmin: its list's columns, after its own, are those other apps added
+    for its model, to the requests each allows, each loaded once per page."""
+
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        columns = list(super().get_list_display(request))  # type: ignore[misc]
+        for extra in _list_columns.get(self.model, ()):  # type: ignore[attr-defined]
+            if extra.allowed(request):
+                columns.append(extra.make(request))
+        return columns
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return LoadingChangeList
+
+
+class LoadingChangeList(ChangeList):
+    """A list whose columns with a `load` read what they show for the page's rows together."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        rows = list(self.result_list)  # read once; the page draws these same rows
+        for column in self.list_display:
+            if callable(getattr(column, "load", None)):
+                column.load(rows)
 
 
 class SectionChecks:

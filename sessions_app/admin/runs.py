@@ -23,7 +23,14 @@ from sessions_app.services.sessions import session_title
 
 
 @admin.register(Run)
-class RunAdmin(extensions.ExtraActions, extensions.ExtraListFilters, MetricColumns, RecordAdmin):
+class RunAdmin(
+    extensions.ExtraActions,
+    extensions.ExtraListFilters,
+    extensions.ExtraListColumns,
+    MetricColumns,
+    RecordAdmin,
+):
+    # Then those other apps add (ExtraListColumns).
     list_display = [
         "run", "session_link", "user", "agent", "status_badge", "model", "tokens",
         "first_token", "took", "cost", "rated", "staff_rated", "created_at",

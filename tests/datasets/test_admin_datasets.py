@@ -259,6 +259,27 @@ def test_an_item_page_shows_the_conversation_and_saves_a_correction(root, talk, 
     assert [i.pk for i in listed] == [item.pk]
 
 
+@pytest.mark.parametrize(
+    "button, said, status",
+    [
+        ({"_accept": "Save and accept"}, "The item was saved and accepted.", "accepted"),
+        ({"_reject": "Save and reject"}, "The item was saved and rejected.", "rejected"),
+        ({"_save": "Save"}, "was changed successfully.", "pending"),
+    ],
+)
+def test_saving_an_item_says_what_its_review_decided(root, talk, good, button, said, status):
+    item = add_items(good, talk)[0]
+    path = f"{ITEMS}{item.pk}/change/"
+
+    saved = root.post(path, {"status": "pending", "split": "train", **button}, follow=True)
+
+    assert saved.redirect_chain[-1][0] == ITEMS
+    listed = saved.content.decode().split('<ul class="messagelist">')[1].split("</ul>")[0]
+    assert listed.count("<li") == 1 and f"{said}</li>" in listed, listed
+    item.refresh_from_db()
+    assert item.status == status
+
+
 def test_the_item_list_reads_no_whole_conversation(root, talk, good):
     first, second = add_items(good, talk)
     DatasetItem.objects.filter(pk=first.pk).update(corrected_answer="Knead it for ten minutes.")

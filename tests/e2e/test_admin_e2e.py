@@ -10,8 +10,11 @@ from playwright.sync_api import Page, expect
 
 from datasets_app.models import Dataset
 from datasets_app.services.collect import add_run
+from evals_app.models import EvalRule, Score
+from evals_app.scorers import spec_key
 from sessions_app.accounts import create_token
 from sessions_app.models import Agent, RunStatus, Session, User
+from tests.e2e.test_datasets_e2e import beside_the_submit
 from tests.support.apiclient import stored_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -72,9 +75,17 @@ CHANGELISTS = [
 ]
 
 
+# A run's live scores as many as an agent's rules are likely to give it.
+LIVE_SCORERS = [
+    {"name": "judge", "rubric": "Is the plan complete and costed?", "scale": [1, 10]},
+    {"name": "contains", "text": "quarterly"},
+    {"name": "json_valid"},
+]
+
+
 def seed_long_values(django_user_model) -> None:
-    """Sessions, runs, calls, agents, a user, a token, a dataset and its items, each as long as
-    people make them."""
+    """Sessions, runs (with live scores), calls, agents, a user, a token, a dataset and its items,
+    each as long as people make them."""
     owner = django_user_model.objects.create_user(
         LONG_USERNAME[:150], email=f"{LONG_USERNAME}.invalid", password="x"
     )
@@ -86,11 +97,14 @@ def seed_long_values(django_user_model) -> None:
         name="emea-logistics-procurement-planning-conversations-reviewed-by-support-2024-q3"
     )
     create_token(owner, "nightly-export-of-every-planning-conversation-to-the-data-warehouse")
+    EvalRule.objects.create(agent=agent, scorers=LIVE_SCORERS)
     for n in range(3):
         session = Session.objects.create(user=owner, agent=agent, session_name=f"{LONG_NAME} {n}")
         run = stored_run(session, LONG_NAME * 3, "An answer " * 200, model=LONG_MODEL)
         stored_run(session, "Again?", "", status=RunStatus.ERROR)
         add_run(dataset, run)
+        for spec, value in zip(LIVE_SCORERS, (10.0, 0.0, None), strict=True):
+            Score.objects.create(run=run, scorer=spec_key(spec), value=value)
 
 
 # What scrolls sideways on a list page: the page itself, or the box the admin puts the table in.
@@ -113,3 +127,14 @@ def test_every_list_fits_a_1280_pixel_screen(
         if scrolled := page.evaluate(SCROLLED_SIDEWAYS):
             too_wide[path] = scrolled
     assert too_wide == {}
+
+
+def test_the_new_draft_pages_cancel_sits_beside_its_submit_as_the_admins_buttons_do(
+    page: Page, login: Callable[[Page, str, str], None], root: User
+):
+    agent = Agent.objects.create(name="Baker", model="scripted")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    login(page, "root", "root-pass-123")
+    page.goto(f"/admin/sessions_app/agent/{agent.pk}/versions/new/")
+
+    beside_the_submit(page.get_by_test_id("draft-form").locator(".submit-row"), "Save draft")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from datasets_app.models import Dataset, DatasetItem
 from sessions_app.models import Agent, Session, User
@@ -20,6 +20,35 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def root(django_user_model) -> User:
     return django_user_model.objects.create_superuser("root", password="root-pass-123")
+
+
+# Where a link's words are drawn, within the page.
+WORDS_BOX = """link => {
+    const words = document.createRange();
+    words.selectNodeContents(link);
+    const box = words.getBoundingClientRect();
+    return {y: box.y, height: box.height};
+}"""
+
+
+def beside_the_submit(row: Locator, submit: str) -> None:
+    """The row's Cancel is a button as the admin's own secondary one: as tall as the submit
+    button, level with it, just after it, padded alike with its words in its middle, and drawn
+    as a button (a background of its own)."""
+    saved = row.get_by_role("button", name=submit)
+    cancel = row.get_by_role("link", name="Cancel")
+    box, back = saved.bounding_box(), cancel.bounding_box()
+    assert box is not None and back is not None
+    assert abs(back["height"] - box["height"]) <= 1, (back, box)
+    assert abs(back["y"] - box["y"]) <= 1, (back, box)
+    assert 0 <= back["x"] - (box["x"] + box["width"]) <= 20, (back, box)
+    words = cancel.evaluate(WORDS_BOX)
+    middle = box["y"] + box["height"] / 2
+    assert abs(words["y"] + words["height"] / 2 - middle) <= 2, (words, box)
+    padding = "link => getComputedStyle(link).padding"
+    assert cancel.evaluate(padding) == saved.evaluate(padding)
+    background = cancel.evaluate("link => getComputedStyle(link).backgroundColor")
+    assert background not in ("rgba(0, 0, 0, 0)", "transparent"), background
 
 
 def test_staff_collect_runs_accept_one_and_download_it(
@@ -41,6 +70,7 @@ def test_staff_collect_runs_accept_one_and_download_it(
     page.locator("button[name=index]").click()
 
     expect(page.get_by_text("Add the 2 selected runs to a dataset")).to_be_visible()
+    beside_the_submit(page.locator(".submit-row"), "Add to dataset")
     page.get_by_label("Dataset").select_option(label="good-answers")
     page.get_by_role("button", name="Add to dataset").click()
     expect(page.locator(".messagelist .success")).to_have_text(
@@ -54,7 +84,7 @@ def test_staff_collect_runs_accept_one_and_download_it(
     page.get_by_role("link", name="How do I bake bread?").click()
     expect(page.get_by_test_id("original-answer").locator("strong")).to_have_text("well")
     page.get_by_test_id("item-accept").click()
-    expect(page.locator(".messagelist .success")).to_be_visible()
+    expect(page.locator(".messagelist .success")).to_have_text("The item was saved and accepted.")
 
     page.goto(f"/admin/datasets_app/dataset/{good.pk}/change/")
     expect(

@@ -156,3 +156,30 @@ def test_the_page_says_when_its_progress_cannot_be_fetched_until_it_can_again(
     page.unroute("**/progress/")
     expect(lost).to_be_hidden()
     expect(page.get_by_test_id("progress-count")).to_have_text("6 of 6")
+
+
+def test_the_rescore_form_shows_each_help_text_under_its_field(
+    page: Page, login: Callable[[Page, str, str], None], rater: User
+):
+    grant(rater, "view_agent")  # the judge is chosen too, as on the start form
+    _, baseline, draft = factories.two_versions()
+    made = factories.experiment(factories.dataset_with_items("three", 3), baseline, draft)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    login(page, "rater", "rater-pass-123")
+    page.goto(f"/admin/evals_app/experiment/{made.pk}/change/")
+    rescore = page.get_by_test_id("rescore")
+    rescore.locator("summary").click()
+    rescore.scroll_into_view_if_needed()
+
+    helped = rescore.locator(".form-row:has(.help)")
+    assert helped.count() == 4  # the pattern's, the rubric's, the scale's, the judge's
+    lefts = set()
+    for i in range(helped.count()):
+        row = helped.nth(i)
+        field = row.locator("input, textarea, select").first.bounding_box()
+        said = row.locator(".help").bounding_box()
+        assert field is not None and said is not None
+        assert said["y"] >= field["y"] + field["height"] - 1, row.inner_text()  # below, not beside
+        assert said["x"] <= field["x"] + 1, row.inner_text()  # from the field's left edge
+        lefts.add(round(field["x"]))
+    assert len(lefts) == 1  # the fields start in one column

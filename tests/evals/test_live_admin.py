@@ -7,12 +7,16 @@ import json
 import re
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from evals_app.models import EvalRule
-from sessions_app.models import Agent
+from evals_app.models import EvalRule, Score
+from evals_app.scorers import spec_key
+from sessions_app.models import Agent, Session
 from tests.evals.scored_runs import REGEX, scored_runs
 from tests.evals.test_dashboard_scores import grant_evals
+from tests.support.apiclient import stored_run
 
 pytestmark = pytest.mark.django_db
 
@@ -146,6 +150,60 @@ def test_the_score_filter_is_offered_to_staff_who_may_view_scores(staff, scored)
 
     grant_evals(staff, "view_score")
     assert listed(client, f"{REGEX}<0.5") == {scored["runs"][2].pk}
+
+
+def scores_column(page: str, run) -> str:
+    """The live scores cell of the run's row in the list."""
+    row = page.split(f'value="{run.pk}"')[1].split("</tr>")[0]
+    return row.split('<td class="field-live_scores">')[1].split("</td>")[0]
+
+
+def test_the_run_list_shows_each_runs_live_scores_in_a_column(root, scored):
+    before, first, second, third = scored["runs"]
+
+    page = root.get(RUNS).content.decode()
+
+    header = page.split('<th scope="col" class="column-live_scores">')[1].split("</th>")[0]
+    assert "<span>Live scores</span>" in header
+    regex = f'<span title="Matches “Hello” ({REGEX})">Regex&nbsp;'
+    assert scores_column(page, first) == f"{regex}✓</span>"
+    assert scores_column(page, second) == f"{regex}✗</span>"
+    assert scores_column(page, before) == f"{regex}0.50</span>"
+    failed = '<span title="Valid JSON (json_valid)">JSON&nbsp;failed</span>'
+    assert scores_column(page, third) == f"{failed}<br>{regex}✓</span>"  # one a line
+    assert scores_column(page, scored["unscored"]) == "–"
+
+
+def test_a_judges_live_score_is_shown_on_its_scale(root, agent, alice):
+    rubric = {"name": "judge", "rubric": "Kind?", "scale": [1, 10]}
+    EvalRule.objects.create(agent=agent, scorers=[rubric, {"name": "contains", "text": "Hi"}])
+    run = stored_run(Session.objects.create(user=alice, agent=agent), "Hello", "Hi there")
+    Score.objects.create(run=run, scorer=spec_key(rubric), value=7.0)
+    Score.objects.create(run=run, scorer=spec_key({"name": "contains", "text": "Hi"}), value=1.0)
+    # A judge no rule names any more: its scale is not known.
+    Score.objects.create(run=run, scorer="judge:0123abcd", value=3.0)
+
+    shown = scores_column(root.get(RUNS).content.decode(), run)
+
+    words = re.findall(r">([^<]+)</span>", shown)
+    assert words == ["Contains&nbsp;✓", "Judge&nbsp;3", "Judge&nbsp;7/10"]
+    assert 'title="Judge 1–10 (rubric: “Kind?”)' in shown
+
+
+def test_the_scores_column_reads_a_page_of_runs_in_as_many_queries_as_one_run(root, agent, alice):
+    EvalRule.objects.create(agent=agent, scorers=[{"name": "json_valid"}])
+    session = Session.objects.create(user=alice, agent=agent)
+
+    def listed_with(count: int) -> int:
+        while session.runs.count() < count:
+            run = stored_run(session, "Hello", "{}")
+            Score.objects.create(run=run, scorer="json_valid", value=1.0)
+        with CaptureQueriesContext(connection) as captured:
+            page = root.get(RUNS).content.decode()
+        assert page.count("JSON&nbsp;✓") == count
+        return len(captured)
+
+    assert listed_with(1) == listed_with(6)
 
 
 def test_a_runs_page_shows_its_live_scores(root, scored):

@@ -55,7 +55,11 @@ def test_a_worse_item_of_several_turns_is_named_by_the_question_its_answer_answe
     assert "Where shall we begin?" not in worse
 
 
-def test_the_side_by_side_heading_names_the_item_as_the_report_and_the_dataset_do(viewer, done):
+def breadcrumbs(html: str) -> str:
+    return html.split('<div class="breadcrumbs">')[1].split("</div>")[0]
+
+
+def test_the_side_by_side_heading_is_the_question_with_the_items_id_under_it(viewer, done):
     trial = candidate_of(done, 0)
     shown = text_of(viewer.get(page(done)))
     link = re.search(rf'<a href="{compare(done, trial)}"[^>]*title="Item ([^"]+)"', shown)
@@ -63,10 +67,48 @@ def test_the_side_by_side_heading_names_the_item_as_the_report_and_the_dataset_d
 
     side = text_of(viewer.get(compare(done, trial)))
 
-    assert f"<h1>Item {trial.item_uuid}, side by side</h1>" in side
+    assert "<h1>Question 0?</h1>" in side
+    assert "<title>Question 0? |" in side
+    assert breadcrumbs(side).endswith("› Question 0?")
+    assert str(trial.item_uuid) not in breadcrumbs(side) and "side by side" not in side
+    # The id, a line under the heading, leads to the item in its dataset's admin.
+    under = side.split("</h1>")[1].split('data-testid="item-id">')[1].split("</p>")[0]
     dataset_page = f"/admin/datasets_app/datasetitem/{trial.item_uuid}/change/"
-    assert f'<a href="{dataset_page}" data-testid="dataset-item">' in side
+    assert f'<a href="{dataset_page}" data-testid="dataset-item"' in under
+    assert f">{trial.item_uuid}</a>" in under
     assert viewer.get(dataset_page).status_code == 200  # the same id is the item's there
+
+
+def test_a_long_question_titles_the_page_cut_short_and_escaped(viewer, done):
+    trial = candidate_of(done, 1)
+    item = trial.item
+    asked = "<b>Bold</b> & " + "very " * 20 + "long?"
+    item.messages = [item.messages[0], {"role": "user", "content": asked}, item.messages[2]]
+    item.save()
+
+    side = text_of(viewer.get(compare(done, trial)))
+
+    heading = side.split("<h1>")[1].split("</h1>")[0]
+    assert heading.startswith("&lt;b&gt;Bold&lt;/b&gt; &amp; very very") and heading.endswith("…")
+    assert len(heading.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")) == 60
+    assert "<b>Bold</b>" not in side.split('id="content-main"')[0]
+
+
+def test_an_item_deleted_since_is_titled_by_the_question_its_answers_were_sent(viewer, done):
+    trial = candidate_of(done, 2)
+    trial.sent_messages = [
+        {"role": "system", "content": "Be thorough."},
+        {"role": "user", "content": "Question 2?"},
+    ]
+    trial.save()
+    trial.item.delete()
+
+    side = text_of(viewer.get(compare(done, trial)))
+
+    assert "<h1>Question 2?</h1>" in side
+    under = side.split('data-testid="item-id">')[1].split("</p>")[0]
+    assert f"{trial.item_uuid} <span" in under and "deleted from its dataset" in under
+    assert 'data-testid="dataset-item"' not in side
 
 
 def test_an_answer_is_sent_with_the_system_message_the_candidate_was_sent(curator, done):
