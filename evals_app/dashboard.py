@@ -20,7 +20,8 @@ from django.db.models.functions import TruncDate
 from django.http import HttpRequest
 
 from evals_app.models import EvalRule, Score, Trial
-from evals_app.scorers import REGISTRY, spec_key
+from evals_app.scorer_labels import label_of, label_of_key
+from evals_app.scorers import spec_key
 from sessions_app.usage import (
     DashboardFigures,
     DashboardPart,
@@ -66,10 +67,11 @@ def _scorers(scope: Scope) -> tuple[dict[str, dict[str, Any]], list[str]]:
 
 
 def _described(key: str, specs: dict[str, dict[str, Any]]) -> tuple[str, str]:
-    """A scorer key's label, and its options as a rule gives them (when one still does)."""
-    scorer = REGISTRY.get(key.partition(":")[0])
-    label = scorer.label if scorer else key
-    options = {k: v for k, v in specs.get(key, {}).items() if k != "name"}
+    """A scorer key's label in words (as a rule gives its options, when one still does), and
+    those options."""
+    spec = specs.get(key)
+    label = label_of(spec) if spec is not None else label_of_key(key)
+    options = {k: v for k, v in (spec or {}).items() if k != "name"}
     return label, f" {json.dumps(options, ensure_ascii=False)}" if options else ""
 
 

@@ -34,7 +34,7 @@ def test_the_score_tile_is_the_mean_live_score_beside_the_previous_period(root, 
     tile = tiles[f"score:{REGEX}"]
 
     assert (tile["label"], tile["value"], tile["previous"]) == (
-        "Live score: Regular expression",
+        "Live score: Matches “Hello”",  # the scorer in words, as its rule gives it
         "0.67",
         "0.50",
     )
