@@ -512,7 +512,8 @@ def test_a_list_costs_the_same_queries_for_three_rows_or_thirty(root, alice, hel
     few = _queries(root, path)
     grow(27)
     assert _queries(root, path) == few
-    assert few <= 12
+    # The run list reads its page's live scores too, in one query (13 on PostgreSQL).
+    assert few <= 13
 
 
 def test_a_session_page_costs_the_same_queries_for_three_runs_or_thirty(root, conversation):
