@@ -155,7 +155,11 @@ async def _runners(
         client = OpenAIClient if what == "v1" else SSEClient
         sses = [client(url, token, timeout, idle) for _ in range(n)]
         await connect_all(sses)
-        sessions, agent = fixtures.take(n), fixtures.agent(scenario)
+        agent = fixtures.agent(scenario)
+        # /v1 names sessions of its own (made by the warm-up batch): the fixtures' belong to
+        # another agent, which a named /v1 session may not change.
+        fresh = [f"bench-v1-{uuid.uuid4().hex}" for _ in range(n)]
+        sessions = fresh if what == "v1" else fixtures.take(n)
 
         async def run_sse(i: int) -> RunResult:
             return await sses[i].run(agent, sessions[i], PROMPT, tokens, timeout)
