@@ -14,7 +14,7 @@ leading turns), if any. Sync: from the database's side.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
@@ -76,10 +76,10 @@ def session_for(
     if not conversation.earlier:
         return _new(user, agent, conversation, None, metadata)
     candidates = _sessions_sharing(user, agent, conversation.earlier)
-    for session_id, shared in candidates:
-        if shared == len(conversation.earlier) and _ends_there(session_id, shared):
-            return Found(session_id, created=False)
-    forked_from = candidates[0][0] if candidates else None
+    for candidate in candidates:
+        if candidate.is_all:
+            return Found(candidate.session_id, created=False)
+    forked_from = candidates[0].session_id if candidates else None
     return _new(user, agent, conversation, forked_from, metadata)
 
 
@@ -109,10 +109,16 @@ def existing(user: User, named: str) -> Session | None:
     return None if isinstance(found, Exception) else found
 
 
-def _sessions_sharing(user: User, agent: Agent, earlier: list[Pair]) -> list[tuple[str, int]]:
+class Sharing(NamedTuple):
+    session_id: str
+    shared: int  # leading turns, question and answer, the same as the caller's
+    is_all: bool  # the session's completed runs are the caller's turns and no more
+
+
+def _sessions_sharing(user: User, agent: Agent, earlier: list[Pair]) -> list[Sharing]:
     """The user's sessions with the agent that began with the caller's first question, each with
-    how many leading turns (question and answer) it shares, the most first (newest among
-    equals)."""
+    how many leading turns it shares, the most first (newest among equals). A session's runs are
+    read once: one more than the caller's turns tells whether it goes on past them."""
     first_input = earlier[0][0]
     starts = (
         Run.objects.filter(
@@ -131,8 +137,9 @@ def _sessions_sharing(user: User, agent: Agent, earlier: list[Pair]) -> list[tup
             if not _same(mine, theirs):
                 break
             shared += 1
-        found.append((session_id, shared))
-    found.sort(key=lambda row: -row[1])
+        whole = shared == len(earlier) == len(stored)
+        found.append(Sharing(session_id, shared, whole))
+    found.sort(key=lambda row: -row.shared)
     return found
 
 
@@ -143,11 +150,6 @@ def _pairs_of(session_id: str, most: int) -> list[Pair]:
         .values_list("input", "content")[:most]
     )
     return list(rows)
-
-
-def _ends_there(session_id: str, count: int) -> bool:
-    """The session's completed runs are the caller's turns and no more."""
-    return len(_pairs_of(session_id, count + 1)) == count
 
 
 def _same(stored: Pair, given: Pair) -> bool:
