@@ -18,7 +18,7 @@ from openai_app import agents, conversation, placement, shapes
 from openai_app.errors import OpenAIError, bad_key, translated
 from openai_app.request import ChatRequest, parse
 from sessions_app import engine
-from sessions_app.accounts import PREFIX, TokenClaim, Unauthorized, users_for_tokens
+from sessions_app.accounts import PREFIX, TokenClaim, user_for_token
 from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.llm.errors import status_for_error
 from sessions_app.models import RunSource, RunStatus, User
@@ -37,9 +37,10 @@ def _raw_token(request: HttpRequest) -> str:
 
 
 def _user(raw: str) -> User:
-    found = users_for_tokens([raw])[0]
-    if isinstance(found, Unauthorized):
-        raise translated(found) or bad_key()
+    """The token's user (an expired token raises TokenExpired, which says when)."""
+    found = user_for_token(raw)
+    if found is None:
+        raise bad_key()
     return found
 
 

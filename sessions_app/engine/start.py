@@ -344,9 +344,10 @@ class _Creation:
             agent, session = live.agent, live.session
             given = found.get(agent.pk, examples.Examples())
             run.fewshot_items = given.item_ids
-            turn = Turn(agent, session, run.position, run.input, run.user, given.messages)
-            turn.system = live.ask.options.system
-            turns.append(turn)
+            system = live.ask.options.system
+            turns.append(
+                Turn(agent, session, run.position, run.input, run.user, given.messages, system)
+            )
         return build_messages_many(turns), [tools.tool_specs(live.agent) for live in admitted]
 
     def _write(self, admitted: list[LiveRun], fresh: list[Session], runs: list[Run]) -> list[int]:
