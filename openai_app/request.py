@@ -34,7 +34,6 @@ class ChatRequest:
     user: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     tools: list[dict[str, Any]] = field(default_factory=list)
-    tool_choice: Any = None
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:
@@ -52,7 +51,7 @@ def parse(raw: bytes) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise invalid("you must provide a model parameter", "model")
-    request = ChatRequest(
+    return ChatRequest(
         model=model.strip(),
         messages=_messages(body.get("messages")),
         stream=_flag(body, "stream"),
@@ -61,9 +60,7 @@ def parse(raw: bytes) -> ChatRequest:
         user=_text(body, "user"),
         metadata=_metadata(body.get("metadata")),
         tools=_list(body, "tools"),
-        tool_choice=body.get("tool_choice"),
     )
-    return request
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
