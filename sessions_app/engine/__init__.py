@@ -3,7 +3,8 @@
 A run's story, module by module: `start` checks the ask and writes the run and its messages in
 one transaction, with the plan of its model call (`plan`), sending that call ahead (`early`);
 `generate` streams the answer in rounds of model calls and tool calls, merging pieces
-(`coalesce`) and saving as it goes (`store`); `cancel` stops it. A run's state is one `LiveRun`
+(`coalesce`) and saving as it goes (`store`); `cancel` stops it; a run that called its client's
+tools pauses, and `resume` goes on with it once their results come. A run's state is one `LiveRun`
 (`live`), which `registry` holds from its creation to its end; `lifespan` starts the engine on
 the loop that serves and stops it gracefully (streaming answers stored as they stand);
 `liveness` vouches for this process's runs and reaps those whose process died; `dbthread`
@@ -17,7 +18,9 @@ from sessions_app.engine.cancel import cancel_run
 from sessions_app.engine.errors import InputError, NotServing, RunConflict
 from sessions_app.engine.live import Placement, RunHandle, RunOptions
 from sessions_app.engine.liveness import ensure_heartbeat
+from sessions_app.engine.resume import continue_run
 from sessions_app.engine.start import start_run
+from sessions_app.engine.store import run_of_call
 
 __all__ = [
     "InputError",
@@ -27,7 +30,9 @@ __all__ = [
     "RunHandle",
     "RunOptions",
     "cancel_run",
+    "continue_run",
     "ensure_heartbeat",
     "lifespan",
+    "run_of_call",
     "start_run",
 ]

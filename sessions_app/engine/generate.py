@@ -39,15 +39,14 @@ GIVE_WAY = 0.05
 async def generate(live: LiveRun, early: EarlyRequest | None) -> Run:
     answer = _Answer(live, early)
     status, error = await answer.produce()
-    stream = answer.stream
+    stream, content, tools = answer.stream, "".join(answer.parts), answer.tools_used()
     try:
         saved = await answer.store(status, error)
     except DatabaseError:
         # Its clients are told; the run, left as last saved, is marked interrupted in time.
-        content = "".join(answer.parts)
-        _announce(stream, answer.run, RunStatus.INTERRUPTED, UNSAVED, content, answer.tools_used())
+        _announce(stream, answer.run, RunStatus.INTERRUPTED, UNSAVED, content, tools)
         raise
-    _announce(stream, saved, status, error, "".join(answer.parts), answer.tools_used())
+    _announce(stream, saved, status, error, content, tools, live.pending)
     memory.after_run(saved)
     return saved
 
@@ -63,13 +62,15 @@ class _Answer:
         self.early = early
         self.coalescer = Coalescer(stream, lambda: len(registry.streaming))
         self.messages = list(plan.messages)
-        self.parts: list[str] = []  # everything the user saw streamed, across tool rounds
+        # Everything the user saw streamed, across tool rounds (and pauses).
+        self.parts: list[str] = [plan.before.said] if plan.before else []
         self.round_text: list[str] = []  # of the current round's answer row
         self.calls: list[store.Call] = []
         self.cut = False  # the last model call stopped at its length limit
         self.assistant_id = plan.assistant_message_id
         self.started = early.started if early is not None else time.perf_counter()
-        self.first_token: float | None = None
+        self.first_token = plan.before.first_token if plan.before else None  # over its pauses
+        self.first_piece = False  # of this stretch of it
         self.next_checkpoint = time.monotonic() + checkpoint_interval(len(registry.streaming))
         self.last_yield = 0.0  # the first delta yields at once, so its piece goes out first
         self.starts = registry.starts
@@ -82,6 +83,9 @@ class _Answer:
                 asked = await self._call_model(round_number)
                 if not asked:
                     break
+                if any(call["function"]["name"] in self.plan.client_tools for call in asked):
+                    await self._pause(asked)
+                    return RunStatus.PAUSED, ""
                 await self._answer_tools(asked)
         except asyncio.CancelledError:
             # Its user's stop, or the server's (see lifespan), which keeps what it said so far.
@@ -107,9 +111,10 @@ class _Answer:
             source, call_started = self.early.items(), self.early.started
         else:
             offered = self.plan.tools if round_number < MAX_TOOL_ROUNDS else []
-            source = llm.stream_chat(
-                self.run.model, self.messages, offered or None, self.plan.sampling
-            )
+            sampling = self.plan.sampling
+            if round_number == 0 and offered and self.plan.tool_choice is not None:
+                sampling = {**sampling, "tool_choice": self.plan.tool_choice}
+            source = llm.stream_chat(self.run.model, self.messages, offered or None, sampling)
         try:
             async for item in source:
                 if isinstance(item, llm.Delta):
@@ -131,9 +136,11 @@ class _Answer:
         return asked
 
     def _first_piece(self) -> None:
-        if self.first_token is None:
-            self.first_token = time.perf_counter() - self.started
+        if not self.first_piece:
+            self.first_piece = True
             self.starts.done(self.run.run_id)
+            if self.first_token is None:
+                self.first_token = time.perf_counter() - self.started
 
     async def _take(self, piece: str) -> None:
         """A piece of the answer: shown, and now and then saved or made way for others."""
@@ -166,6 +173,14 @@ class _Answer:
         )
         self.messages += [reply, *results]
 
+    async def _pause(self, asked: list[dict[str, Any]]) -> None:
+        """A call to a client's tool: the round is stored (the agent's own tools in it run
+        now) and the run waits for the client's results; its calls get ids that name it."""
+        text = "".join(self.round_text)
+        self.live.pending = await in_db_thread(store.save_paused_round)(
+            self.plan, self.assistant_id, text, asked
+        )
+
     async def store(self, status: str, error: str) -> Run:
         if self.calls and status != RunStatus.COMPLETED:
             self.calls[-1].ok, self.calls[-1].error = False, error
@@ -178,6 +193,9 @@ class _Answer:
             self.assistant_id,
             "".join(self.round_text),
             self.first_token,
+            # A pause is followed by its event: a run going on streams from after it.
+            seq=self.stream.seq + 1 if status == RunStatus.PAUSED else 0,
+            calls_before=self.plan.before.calls if self.plan.before else 0,
         )
         try:
             # Shielded: a second cancel (say, the server stopping) must not lose the answer.
@@ -200,13 +218,17 @@ def _announce(
     error: str,
     content: str,
     tools: list[dict[str, Any]],
+    pending: list[dict[str, Any]] | None = None,
 ) -> None:
-    """The run's last event: the whole answer as streamed, its metrics and tool calls."""
+    """The run's last event: the whole answer as streamed, its metrics and tool calls (and,
+    paused, the calls its client is to run)."""
     ended = {"content": content, "metrics": saved.metrics(), "tools": tools}
     if status == RunStatus.COMPLETED:
         # An answer cut at the length limit says so; a whole one's event has no `error`.
         stream.publish("RunCompleted", **ended, **({"error": error} if error else {}))
     elif status == RunStatus.CANCELLED:
         stream.publish("RunCancelled", **ended)
+    elif status == RunStatus.PAUSED:
+        stream.publish("RunPaused", **ended, tool_calls=pending or [])
     else:
         stream.publish("RunError", error=error, status=status, **ended)

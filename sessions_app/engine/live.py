@@ -46,6 +46,20 @@ class RunOptions:
     # door: the agent its model names, the session its turns are): one trip to the database
     # for both. In the ORM's thread; what it raises refuses the run.
     place: Callable[[User], Placement] | None = None
+    # The client's own tools (OpenAI's `tools`), offered beside the agent's: a call to one
+    # pauses the run until the client sends its result (see continue_run).
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    # OpenAI's `tool_choice`, for the first model call of the request only: a forced call,
+    # repeated in every round, would never let the model answer.
+    tool_choice: Any = None
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A paused run to go on with: the results of the client's tools, by tool call id."""
+
+    run_id: uuid.UUID
+    results: dict[str, str]
 
 
 @dataclass
@@ -58,6 +72,7 @@ class Ask:
     session_id: Any  # None: a new session
     session_state: dict[str, Any] | None
     options: RunOptions
+    resume: Resume | None = None  # a paused run goes on, rather than a new one starting
 
 
 @dataclass(eq=False)
@@ -74,6 +89,8 @@ class LiveRun:
     task: asyncio.Task[Run] | None = field(default=None, repr=False)
     cancel_requested: bool = False  # stopped as its user asked (CANCELLED, not INTERRUPTED)
     placed: Placement | None = None  # where its options' `place` put it
+    # The client's tool calls it paused for (PAUSED), as its client is sent them.
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def run_id(self) -> uuid.UUID:

@@ -17,3 +17,17 @@ class Plan:
     tools: list[dict[str, Any]] = field(default_factory=list)
     sampling: dict[str, Any] = field(default_factory=dict)  # the agent version's settings
     next_order: int = 2  # of the run's next message row (tool rounds add some)
+    client_tools: frozenset[str] = frozenset()  # names of the tools its client runs
+    tool_choice: Any = None  # for its first model call
+    before: Before | None = None  # a paused run going on: the run so far
+
+
+@dataclass(frozen=True)
+class Before:
+    """A paused run going on: what it said, measured and streamed before it went on."""
+
+    said: str
+    first_token: float | None
+    seq: int  # of its pause event: its stream goes on after it
+    calls: int  # model calls stored
+    metrics: dict[str, Any]

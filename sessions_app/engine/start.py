@@ -46,6 +46,10 @@ Claim = accounts.TokenClaim | accounts.SignedIn
 REST_API = RunOptions(source=RunSource.API)  # the options of a run asked for by its input alone
 
 
+def client_tool_names(options: RunOptions) -> frozenset[str]:
+    return frozenset(spec["function"]["name"] for spec in options.tools)
+
+
 def _starts(ask: Ask) -> tuple[str, ...]:
     """What an ask starts, as the rate limits count it: a run, and a session without one."""
     return (ratelimit.RUN,) if ask.session_id else (ratelimit.RUN, ratelimit.SESSION)
@@ -80,28 +84,38 @@ async def start_run(
         raise InputError("session_state must be a JSON object.", 422)
     registry.check_serving()
     live = LiveRun(Ask(user, text, agent_id, session_id, session_state, options))
-    creator = registry.batcher(_create_runs, then=_launch, after=early.drop_unclaimed, tracked=True)
+    creator = registry.batcher(_create_runs, then=launch, after=early.drop_unclaimed, tracked=True)
     return await creator.submit(live)
 
 
-def _launch(live: LiveRun) -> LiveRun:
-    """Start streaming a created run, in a task of the engine's own."""
-    run = live.plan.run
-    live.stream = open_stream(run.run_id, run.session_id)
-    live.stream.publish(
-        "RunStarted",
-        model=run.model,
-        model_provider=run.model_provider,
-        input=run.input,
-        position=run.position,
-        created_at=run.created_at.isoformat(),
-    )
+def launch(live: LiveRun) -> LiveRun:
+    """Start streaming a created run (or a paused one going on), in a task of the engine's own."""
+    run, before = live.plan.run, live.plan.before
+    if before is not None:
+        live.stream = open_stream(run.run_id, run.session_id, seq_from=before.seq, said=before.said)
+        live.stream.publish("RunContinued", content=before.said, position=run.position)
+    else:
+        live.stream = open_stream(run.run_id, run.session_id)
+        live.stream.publish(
+            "RunStarted",
+            model=run.model,
+            model_provider=run.model_provider,
+            input=run.input,
+            position=run.position,
+            created_at=run.created_at.isoformat(),
+        )
     registry.launch(live, generate(live, early.claim(live)))
     liveness.ensure_heartbeat()
     return live
 
 
-def _sampling(live: LiveRun) -> dict[str, Any]:
+def first_call(live: LiveRun, sampling: dict[str, Any]) -> dict[str, Any]:
+    """The sampling settings of a request's first model call: with its `tool_choice`."""
+    choice = live.ask.options.tool_choice
+    return sampling if choice is None else {**sampling, "tool_choice": choice}
+
+
+def sampling_for(live: LiveRun) -> dict[str, Any]:
     """The agent version's sampling settings, under those the ask sets; but an ask may not
     raise the version's max_tokens, the operator's bound on what an answer costs."""
     assert live.agent is not None
@@ -230,13 +244,17 @@ class _Creation:
             targets = [live.session.pk for live in admitted]
             if admitted and not busy and len(set(targets)) == len(targets):
                 requests = [
-                    (live, run.model, sent, specs, _sampling(live))
+                    (live, run.model, sent, specs, first_call(live, sampling_for(live)))
                     for live, run, sent, specs in zip(admitted, runs, built, offered, strict=True)
                 ]
                 early.send_from_thread(registry.loop, requests)
             answers = self._write(admitted, fresh, runs)
         for n, (live, run) in enumerate(zip(admitted, runs, strict=True)):
-            live.plan = Plan(run, live.session, answers[n], built[n], offered[n], _sampling(live))
+            live.plan = Plan(
+                run, live.session, answers[n], built[n], offered[n], sampling_for(live)
+            )
+            live.plan.client_tools = client_tool_names(live.ask.options)
+            live.plan.tool_choice = live.ask.options.tool_choice
 
     def _admit(self) -> None:
         """Rate limits, then the access gates: each ask's session and agent, or its refusal."""
@@ -348,7 +366,8 @@ class _Creation:
             turns.append(
                 Turn(agent, session, run.position, run.input, run.user, given.messages, system)
             )
-        return build_messages_many(turns), [tools.tool_specs(live.agent) for live in admitted]
+        offered = [tools.tool_specs(live.agent) + live.ask.options.tools for live in admitted]
+        return build_messages_many(turns), offered
 
     def _write(self, admitted: list[LiveRun], fresh: list[Session], runs: list[Run]) -> list[int]:
         """Insert the sessions, runs and each run's two messages; the answers' row ids."""

@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import secrets
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from sessions_app import signals
@@ -42,6 +45,7 @@ log = logging.getLogger("parley.runs")
 # How long a finished answer, held only in memory, waits for an unavailable database (a restart,
 # a failover, a full disk being cleared) before it is given up.
 FINISH_PATIENCE = 60.0
+CLIENT_CALL_ID = re.compile(r"call_([0-9a-f]{32})_[0-9a-f]{12}")
 
 
 @dataclass
@@ -105,6 +109,46 @@ def save_tool_round(
     return results, answer.pk
 
 
+def save_paused_round(
+    plan: Plan, assistant_id: int, text: str, asked: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A round that called the client's tools: stored with the calls, the agent's own among
+    them run now (their results stored). The client's calls, with ids that name the run (see
+    resume), as the client is sent them."""
+    run = plan.run
+    calls = [
+        {**call, "id": client_call_id(run.run_id)}
+        if call["function"]["name"] in plan.client_tools
+        else call
+        for call in asked
+    ]
+    with transaction.atomic():
+        Message.objects.filter(pk=assistant_id).update(content=text, tool_calls=calls)
+        for call in calls:
+            if call["function"]["name"] in plan.client_tools:
+                continue
+            Message.objects.create(
+                run=run,
+                session_id=run.session_id,
+                order=plan.next_order,
+                role=Role.TOOL,
+                content=tools.run_tool(run, call),
+                tool_call_id=call.get("id", ""),
+            )
+            plan.next_order += 1
+    return [call for call in calls if call["function"]["name"] in plan.client_tools]
+
+
+def client_call_id(run_id: uuid.UUID) -> str:
+    return f"call_{run_id.hex}_{secrets.token_hex(6)}"
+
+
+def run_of_call(call_id: str) -> uuid.UUID | None:
+    """The run a client's tool call id names (see client_call_id), if it names one."""
+    found = CLIENT_CALL_ID.fullmatch(call_id)
+    return uuid.UUID(found[1]) if found else None
+
+
 async def checkpoint(live: LiveRun, content: str, seq: int) -> bool:
     """Save the partial answer; False when the run was cancelled from elsewhere. A database
     that is unavailable for now skips this one: the answer goes on, and the next save has it."""
@@ -153,6 +197,10 @@ class Finish:
     retried: bool = False
     # The status this finish stored, once committed (empty: not stored by it).
     stored: str = ""
+    seq: int = 0  # paused: the seq of its pause event, which a run going on streams after
+    # A paused run gone on: how many of its model calls were stored before (its totals
+    # count them too).
+    calls_before: int = 0
 
 
 async def finish(ending: Finish) -> Run:
@@ -178,6 +226,7 @@ def _finish_runs(items: list[Finish]) -> list[Run]:
     with transaction.atomic():
         rows = [[_call_row(item.run, call) for call in item.calls] for item in items]
         LLMCall.objects.bulk_create(_calls_not_stored(items, rows))
+        resumed = _all_calls([item.run.pk for item in items if item.calls_before])
         session_ids = {item.run.session_id for item in items}
         states = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "session_state"))
         outcomes = [
@@ -186,9 +235,9 @@ def _finish_runs(items: list[Finish]) -> list[Run]:
                 "content": item.content,
                 "error": item.error,
                 "finished_at": now,
-                "content_seq": 0,
+                "content_seq": item.seq,
                 "session_state": states.get(item.run.session_id),
-                **accounting.totals(per_run),
+                **accounting.totals(resumed.get(item.run.pk, per_run)),
                 # The first token the user saw, whatever tool rounds came first.
                 "time_to_first_token": item.first_token,
             }
@@ -229,14 +278,29 @@ def _tell_ended(items: list[Finish]) -> None:
         log.exception("the ends of %d run(s) were not told", len(ended))
 
 
+def _all_calls(run_ids: list[Any]) -> dict[Any, list[LLMCall]]:
+    """The model calls stored of runs gone on after a pause, those of this finish included."""
+    found: dict[Any, list[LLMCall]] = {}
+    if run_ids:
+        stored = LLMCall.objects.filter(run_id__in=run_ids, kind=CallKind.CHAT)
+        for call in stored.defer("sent_messages"):
+            found.setdefault(call.run_id, []).append(call)
+    return found
+
+
 def _calls_not_stored(items: list[Finish], rows: list[list[Any]]) -> list[Any]:
     """The call rows to write: a retried finish's only if its first try left none."""
     retried = [item.run.pk for item in items if item.retried]
-    stored: set[Any] = set()
+    stored: dict[Any, int] = {}
     if retried:
         chat_calls = LLMCall.objects.filter(run_id__in=retried, kind=CallKind.CHAT)
-        stored = set(chat_calls.values_list("run_id", flat=True))
-    kept = [per_run for item, per_run in zip(items, rows, strict=True) if item.run.pk not in stored]
+        counted = chat_calls.order_by().values("run_id").annotate(n=Count("pk"))
+        stored = dict(counted.values_list("run_id", "n"))
+    kept = [
+        per_run
+        for item, per_run in zip(items, rows, strict=True)
+        if stored.get(item.run.pk, 0) <= item.calls_before
+    ]
     return [row for per_run in kept for row in per_run]
 
 

@@ -35,7 +35,10 @@ class _Subscriber:
         run_id = event.get("run_id")
         if run_id is None:
             return True
-        if event["seq"] <= self.seen.get(run_id, 0):
+        seen = self.seen.get(run_id, 0)
+        # A paused run going on is news also to one that was shown it as stored (FINISHED).
+        goes_on = event["event"] == "RunContinued" and seen == FINISHED
+        if event["seq"] <= seen and not goes_on:
             return False
         self.seen[run_id] = event["seq"]
         return True
@@ -51,8 +54,12 @@ class Hub:
         self.subscribers: dict[str, set[_Subscriber]] = {}  # by session id
         self.bridge = Bridge(self.deliver, self.snapshot_of)
 
-    def open_stream(self, run_id: uuid.UUID, session_id: str) -> RunStream:
-        stream = self.streams[run_id] = RunStream(run_id, session_id, self.publish)
+    def open_stream(
+        self, run_id: uuid.UUID, session_id: str, *, seq_from: int = 0, said: str = ""
+    ) -> RunStream:
+        stream = RunStream(run_id, session_id, self.publish, seq_from=seq_from, said=said)
+        self.streams[run_id] = stream
+        self.ended.pop(run_id, None)
         return stream
 
     def publish(self, event: Event) -> None:

@@ -11,29 +11,38 @@ from collections.abc import Callable
 from typing import Any
 
 Event = dict[str, Any]
-TERMINAL_EVENTS = frozenset({"RunCompleted", "RunError", "RunCancelled"})
+TERMINAL_EVENTS = frozenset({"RunCompleted", "RunError", "RunCancelled", "RunPaused"})
 
 
 class RunStream:
     def __init__(
-        self, run_id: uuid.UUID, session_id: str, deliver: Callable[[Event], None]
+        self,
+        run_id: uuid.UUID,
+        session_id: str,
+        deliver: Callable[[Event], None],
+        *,
+        seq_from: int = 0,
+        said: str = "",
     ) -> None:
         self.run_id = run_id
         self.session_id = session_id
+        # A paused run going on: its events follow those it sent before its pause.
+        self.seq_from = seq_from
+        self.said = said
         self.events: list[Event] = []
         self.finished = False
         self._deliver = deliver  # to this process's subscribers, and on to other processes
 
     @property
     def seq(self) -> int:
-        return len(self.events)
+        return self.seq_from + len(self.events)
 
     def publish(self, event_type: str, **data: Any) -> Event:
         event: Event = {
             "event": event_type,
             "run_id": str(self.run_id),
             "session_id": str(self.session_id),
-            "seq": len(self.events) + 1,
+            "seq": self.seq + 1,
             **data,
         }
         self.events.append(event)
@@ -43,4 +52,5 @@ class RunStream:
         return event
 
     def content_so_far(self) -> str:
-        return "".join(e["content"] for e in self.events if e["event"] == "RunContent")
+        pieces = (e["content"] for e in self.events if e["event"] == "RunContent")
+        return self.said + "".join(pieces)

@@ -74,6 +74,9 @@ class RunStatus(models.TextChoices):
     ERROR = "ERROR"
     CANCELLED = "CANCELLED"
     INTERRUPTED = "INTERRUPTED"
+    # Waiting for its client to run the tools the model called (Agno's paused run): the
+    # OpenAI door's client tools. Not active: no process holds it, nothing to reap.
+    PAUSED = "PAUSED"
 
 
 ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)

@@ -26,7 +26,12 @@ class RunOut(Schema):
     session_id: str
     agent_id: uuid.UUID
     user_id: str = Field(description="The username of who ran it.")
-    status: Literal["PENDING", "RUNNING", "COMPLETED", "ERROR", "CANCELLED", "INTERRUPTED"]
+    status: Literal[
+        "PENDING", "RUNNING", "COMPLETED", "ERROR", "CANCELLED", "INTERRUPTED", "PAUSED"
+    ] = Field(
+        description="PAUSED: waiting for its client to send the results of the tools the model "
+        "called (a run of the OpenAI-compatible endpoint with the client's own `tools`)."
+    )
     input: str
     content: str
     source: Literal["chat", "api", "openai", "import", "history", ""] = Field(
