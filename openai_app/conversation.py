@@ -51,7 +51,9 @@ def turns_of(messages: list[dict[str, Any]]) -> Conversation:
     talk = [m for m in messages if m["role"] in ("user", "assistant")]
     if messages[-1]["role"] != "user":
         raise OpenAIError(
-            400, "The last message must be the user's: it is the turn to answer.", param="messages"
+            400,
+            "The last message must be the user's (a turn to answer) or tool results.",
+            param="messages",
         )
     pairs: list[Pair] = []
     asked: str | None = None
@@ -66,6 +68,17 @@ def turns_of(messages: list[dict[str, Any]]) -> Conversation:
     if asked is not None:
         pairs.append((asked, answer))
     return Conversation(system, pairs, talk[-1]["content"])
+
+
+def tool_results(messages: list[dict[str, Any]]) -> dict[str, str]:
+    """What a request answering tool calls ends with: its tool messages, by the call each
+    answers."""
+    trailing: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        if message["role"] != "tool":
+            break
+        trailing.append(message)
+    return {m["tool_call_id"]: m["content"] for m in reversed(trailing)}
 
 
 def session_for(

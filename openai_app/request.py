@@ -4,12 +4,14 @@ refuses (400, naming the parameter) and what it ignores as OpenAI-only (`store`,
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from openai_app.errors import OpenAIError
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # Sent on to the model as they are, over the agent's own sampling settings.
 PASSED_ON = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty")
 # Parameters of features Parley does not offer: refused, not silently dropped.
@@ -34,6 +36,7 @@ class ChatRequest:
     user: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: Any = None
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:
@@ -51,6 +54,9 @@ def parse(raw: bytes) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise invalid("you must provide a model parameter", "model")
+    tools = _tools(body.get("tools"))
+    if not isinstance(body.get("parallel_tool_calls", True), bool):
+        raise invalid("`parallel_tool_calls` must be a boolean.", "parallel_tool_calls")
     return ChatRequest(
         model=model.strip(),
         messages=_messages(body.get("messages")),
@@ -59,7 +65,8 @@ def parse(raw: bytes) -> ChatRequest:
         sampling=_sampling(body),
         user=_text(body, "user"),
         metadata=_metadata(body.get("metadata")),
-        tools=_list(body, "tools"),
+        tools=tools,
+        tool_choice=_tool_choice(body.get("tool_choice"), tools),
     )
 
 
@@ -81,8 +88,59 @@ def _messages(value: Any) -> list[dict[str, Any]]:
         where = f"messages[{n}]"
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             raise invalid(f"{where}: a message with a role of {', '.join(ROLES)}.", where)
+        call_id = message.get("tool_call_id")
+        if message["role"] == "tool" and not (isinstance(call_id, str) and call_id):
+            raise invalid(
+                f"{where}: a tool message names the call it answers (tool_call_id).", where
+            )
         found.append({**message, "content": _content(message.get("content"), where)})
     return found
+
+
+def _tools(value: Any) -> list[dict[str, Any]]:
+    """The client's function tools, as the model is offered them."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise invalid("`tools` must be an array of tools.", "tools")
+    found, names = [], set()
+    for n, tool in enumerate(value):
+        where = f"tools[{n}]"
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise invalid(f"{where}: only tools of type `function` are supported.", where)
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            message = f"{where}.function.name: letters, digits, _ and - (up to 64 characters)."
+            raise invalid(message, f"{where}.function.name")
+        if name in names:
+            raise invalid(f"{where}: two tools are named {name}.", f"{where}.function.name")
+        parameters = function.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(parameters, dict):
+            raise invalid(f"{where}.function.parameters must be a JSON Schema object.", where)
+        names.add(name)
+        kept = {"name": name, "parameters": parameters}
+        for extra in ("description", "strict"):
+            if function.get(extra) is not None:
+                kept[extra] = function[extra]
+        found.append({"type": "function", "function": kept})
+    return found
+
+
+def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> Any:
+    if value is None:
+        return None
+    if not tools:
+        raise invalid("`tool_choice` is only allowed when `tools` are given.", "tool_choice")
+    if value in ("none", "auto", "required"):
+        return value
+    named = value.get("function", {}).get("name") if isinstance(value, dict) else None
+    if not isinstance(value, dict) or value.get("type") != "function" or not named:
+        message = '`tool_choice`: "none", "auto", "required" or a function to call.'
+        raise invalid(message, "tool_choice")
+    if named not in {tool["function"]["name"] for tool in tools}:
+        raise invalid(f"`tool_choice` names {named}, which is not one of `tools`.", "tool_choice")
+    return {"type": "function", "function": {"name": named}}
 
 
 def _content(value: Any, where: str) -> str:
@@ -156,13 +214,4 @@ def _metadata(value: Any) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise invalid("`metadata` must be an object of string values.", "metadata")
-    return value
-
-
-def _list(body: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    value = body.get(name)
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise invalid(f"`{name}` must be an array of objects.", name)
     return value

@@ -91,17 +91,10 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     try:
         raw = _raw_token(request)
         chat = parse(request.body)
-        if chat.tools:
-            message = "Client tools are not supported yet."
-            raise OpenAIError(400, message, param="tools", code="unsupported_parameter")
-        turns = conversation.turns_of(chat.messages)
-        named = _named_session(request, chat)
-        place = functools.partial(placement.place, chat.model, turns, named, _metadata(chat))
-        options = engine.RunOptions(
-            source=RunSource.OPENAI, system=turns.system, sampling=chat.sampling, place=place
-        )
-        # The token is checked with the run's creation, as /api/runs checks it: one trip.
-        handle = await engine.start_run(TokenClaim(raw), turns.question, options=options)
+        if chat.messages[-1]["role"] == "tool":
+            handle = await _go_on(raw, chat, _named_session(request, chat))
+        else:
+            handle = await _start(raw, chat, _named_session(request, chat))
     except Exception as exc:
         return _failure(exc, chat.model if chat else "")
     if chat.stream:
@@ -113,12 +106,55 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     return response
 
 
+def _options(chat: ChatRequest, **more: Any) -> engine.RunOptions:
+    return engine.RunOptions(
+        source=RunSource.OPENAI,
+        sampling=chat.sampling,
+        tools=chat.tools,
+        tool_choice=chat.tool_choice,
+        **more,
+    )
+
+
+def _tool_names(chat: ChatRequest) -> frozenset[str]:
+    return frozenset(tool["function"]["name"] for tool in chat.tools)
+
+
+async def _start(raw: str, chat: ChatRequest, named: str | None) -> engine.RunHandle:
+    """A new turn: a run in the session its conversation is."""
+    turns = conversation.turns_of(chat.messages)
+    where = (chat.model, turns, named, _metadata(chat), _tool_names(chat))
+    options = _options(chat, system=turns.system, place=functools.partial(placement.place, *where))
+    # The token is checked with the run's creation, as /api/runs checks it: one trip.
+    return await engine.start_run(TokenClaim(raw), turns.question, options=options)
+
+
+async def _go_on(raw: str, chat: ChatRequest, named: str | None) -> engine.RunHandle:
+    """Tool results: the run that called those tools goes on."""
+    results = conversation.tool_results(chat.messages)
+    runs = {engine.run_of_call(call_id) for call_id in results}
+    if None in runs or len(runs) != 1:
+        message = "The tool messages must answer the tool calls of one response of Parley's."
+        raise OpenAIError(400, message, param="messages", code="tool_call_not_found")
+    run_id = runs.pop()
+    assert run_id is not None
+
+    def found() -> User:
+        user = _user(raw)
+        placement.paused_run(user, chat.model, named, run_id, _tool_names(chat))
+        return user
+
+    user = await in_db_thread(found)()
+    return await engine.continue_run(user, run_id, results, options=_options(chat))
+
+
 async def _whole(handle: engine.RunHandle, chat: ChatRequest) -> HttpResponse:
     run = await handle.wait()
     # A stopped answer (its owner pressed Stop) is what there is of it, as a stream ends.
-    if run.status not in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+    if run.status not in (RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.PAUSED):
         return _run_failure(run.status, run.error).response()
-    return JsonResponse(shapes.completion(run, chat.model))
+    pending = handle.pending if run.status == RunStatus.PAUSED else []
+    return JsonResponse(shapes.completion(run, chat.model, shapes.Part.of(handle), pending))
 
 
 def _run_failure(status: str, error: str) -> OpenAIError:
@@ -140,14 +176,15 @@ def _data(payload: dict[str, Any] | str) -> str:
 
 
 async def _chunks(handle: engine.RunHandle, chat: ChatRequest) -> AsyncIterator[str]:
-    """The run's events as chunks: the role first, a chunk per piece, the finish, the usage when
-    asked, `[DONE]`. A client that leaves stops only this; the run goes on and is kept."""
-    created, usage = int(time.time()), chat.include_usage
+    """The run's events as chunks: the role first, a chunk per piece, the client's tool calls
+    if it paused for them, the finish, the usage when asked, `[DONE]`. A client that leaves
+    stops only this; the run goes on and is kept."""
+    created, usage, part = int(time.time()), chat.include_usage, shapes.Part.of(handle)
 
     def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> str:
-        return _data(shapes.chunk(handle.run_id, created, chat.model, delta, finish, usage))
+        return _data(shapes.chunk(part, created, chat.model, delta, finish, usage))
 
-    pieces = shapes.ContentChunks(handle.run_id, created, chat.model, usage)
+    pieces = shapes.ContentChunks(part, created, chat.model, usage)
     yield chunk({"role": "assistant", "content": "", "refusal": None})
     async for event in handle.events(idle=KEEPALIVE_SECONDS):
         if event is None:
@@ -156,11 +193,15 @@ async def _chunks(handle: engine.RunHandle, chat: ChatRequest) -> AsyncIterator[
         kind = event["event"]
         if kind == "RunContent":
             yield pieces.data(event["content"])
-        elif kind in ("RunCompleted", "RunCancelled"):
-            yield chunk({}, shapes.finish_reason(event.get("error", "")))
+        elif kind in ("RunCompleted", "RunCancelled", "RunPaused"):
+            if kind == "RunPaused":
+                yield chunk({"tool_calls": shapes.tool_calls(event["tool_calls"], streamed=True)})
+                yield chunk({}, "tool_calls")
+            else:
+                yield chunk({}, shapes.finish_reason(event.get("error", "")))
             if usage:
-                last = shapes.chunk(handle.run_id, created, chat.model, None, None, True)
-                yield _data({**last, "usage": shapes.usage_of(event.get("metrics") or {})})
+                last = shapes.chunk(part, created, chat.model, None, None, True)
+                yield _data({**last, "usage": part.usage(event.get("metrics") or {})})
             break
         elif kind == "RunError":
             # Mid-stream, the status line is long gone: OpenAI sends the error as an event.
