@@ -9,7 +9,7 @@ from sessions_app import events
 from sessions_app.models import ACTIVE_STATUSES, Run, Session
 from sessions_app.web import rendering
 
-STATUS_OF = {"RunCompleted": "COMPLETED", "RunCancelled": "CANCELLED"}
+STATUS_OF = {"RunCompleted": "COMPLETED", "RunCancelled": "CANCELLED", "RunPaused": "PAUSED"}
 
 
 async def page(session: Session, snapshot: events.Event, new: bool, known: tuple) -> str:
@@ -44,6 +44,13 @@ async def fragment(event: events.Event) -> str:
         return messages + rendering.render_composer_actions(run_id)
     if kind == "RunContent":
         return rendering.render_piece(run_id, event["content"])
+    if kind == "RunContinued":  # a paused run's client sent its tools' results
+        view = rendering.answer_view(
+            run_id=run_id, status="RUNNING", input="", content=event["content"]
+        )
+        return rendering.render_assistant(view, oob=True) + rendering.render_composer_actions(
+            run_id
+        )
     if kind == "SessionRenamed":
         return rendering.render_title(await Session.objects.aget(pk=event["session_id"]))
     if kind == "RunReaped":  # its process died: the run as stored, up to its last checkpoint
@@ -66,6 +73,6 @@ async def fragment(event: events.Event) -> str:
         content=event.get("content", ""),
         error=event.get("error", ""),
         metrics=event.get("metrics"),
-        tools=event.get("tools"),
+        tools=[*event.get("tools", ()), *map(rendering.tool_shown, event.get("tool_calls", ()))],
     )
     return rendering.render_assistant(view, oob=True) + rendering.render_composer_actions(None)

@@ -21,12 +21,14 @@ def tools_by_run(session: Session) -> dict[str, list[dict[str, str]]]:
         .values_list("run_id", "tool_calls")
     )
     for run_id, calls in rows:
-        for call in calls or ():
-            function = call.get("function", {})
-            used.setdefault(str(run_id), []).append(
-                {"name": function.get("name", ""), "arguments": function.get("arguments", "")}
-            )
+        used.setdefault(str(run_id), []).extend(map(tool_shown, calls or ()))
     return used
+
+
+def tool_shown(call: dict[str, Any]) -> dict[str, str]:
+    """A tool call as the page lists it under its answer."""
+    function = call.get("function", {})
+    return {"name": function.get("name", ""), "arguments": function.get("arguments", "")}
 
 
 def run_view(

@@ -65,3 +65,41 @@ async def test_the_session_is_in_the_sidebar_and_the_run_takes_feedback(client, 
     assert rated.status_code in (200, 204)
     await run.arefresh_from_db()
     assert run.feedback_rating == 1
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather"}}
+
+
+async def test_an_open_tab_shows_a_run_waiting_for_the_clients_tool_and_then_its_answer(
+    client, alice, upstream
+):
+    headers = {"X-Parley-Session-Id": "desk-9"}
+    ask = [{"role": "user", "content": "Weather?"}]
+    call = {"id": "c1", "name": "get_weather", "arguments": {"city": "Rome"}}
+    upstream.script(Reply(tool_calls=[call]))
+    first = await client.chat.completions.create(
+        model="assistant", messages=ask, tools=[WEATHER], extra_headers=headers
+    )
+    run = await Run.objects.aget()
+    tab = await open_tab(alice)
+    await tab.send(action="watch", session_id="desk-9")
+    paused = await tab.until('data-testid="run-paused"')
+    assert 'data-run-status="paused"' in paused and "<code>get_weather</code>" in paused
+
+    upstream.script(Reply("Sunny in Rome.", first_delay=0.2, delay=0.02))
+    message = first.choices[0].message
+    result = {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "Sunny"}
+    answer = await client.chat.completions.create(
+        model="assistant",
+        messages=[*ask, message.model_dump(exclude_none=True), result],
+        extra_headers=headers,
+    )
+    going_on = await tab.until('data-run-status="running"')
+    ended = f'id="run-{run.run_id}" data-testid="assistant-message"'
+    while not any(ended in f and 'data-run-status="completed"' in f for f in tab.frames):
+        tab.frames.append(await tab.ws.receive_from(timeout=10))
+
+    assert f'id="run-{run.run_id}"' in going_on and 'data-testid="chat-stop"' in going_on
+    assert answer.choices[0].message.content == "Sunny in Rome."
+    assert tab.text_of(str(run.run_id)) == "Sunny in Rome."
+    await tab.close()
