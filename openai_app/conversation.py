@@ -84,10 +84,8 @@ def tool_results(messages: list[dict[str, Any]]) -> dict[str, str]:
 def session_for(
     user: User, agent: Agent, conversation: Conversation, metadata: dict[str, Any]
 ) -> Found:
-    """The session a turn that names none goes into: the one its earlier turns are, or a new
-    one (created here)."""
-    if not conversation.earlier:
-        return _new(user, agent, conversation, None, metadata)
+    """The session a turn with earlier turns that names none goes into: the one those turns
+    are, or a new one (created here)."""
     candidates = _sessions_sharing(user, agent, conversation.earlier)
     for candidate in candidates:
         if candidate.is_all:

@@ -12,7 +12,7 @@ from openai_app import agents, conversation
 from openai_app.errors import OpenAIError
 from sessions_app import engine
 from sessions_app.models import Agent, Run, User
-from sessions_app.services import tools
+from sessions_app.services import statesize, tools
 from sessions_app.services.access import NotFound, get_run_for_owner
 
 
@@ -37,6 +37,10 @@ def place(
             param="model",
         )
     check_tools(agent, tool_names)
+    if named is None and not turns.earlier:
+        # A first turn: its session is made with its run, as a run of the REST API's is.
+        statesize.check("metadata", metadata)
+        return engine.Placement(agent.pk, None, metadata=metadata)
     if named is not None:
         found = conversation.named_anew(user, agent, turns, named, metadata)
     else:

@@ -28,8 +28,9 @@ class Placement:
     """Where a run goes, as a door's `place` decided it for the asker."""
 
     agent_id: Any
-    session_id: Any
+    session_id: Any  # None: a new session, made with the run (as an ask without one)
     created: bool = False  # the session was made for this run: removed if the run is refused
+    metadata: dict[str, Any] = field(default_factory=dict)  # of a new session made with the run
 
 
 @dataclass(frozen=True)

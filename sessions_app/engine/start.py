@@ -317,6 +317,7 @@ class _Creation:
                     agent=agent,
                     session_name=default_session_name(ask.text),
                     session_state={**agent.session_state, **(ask.session_state or {})},
+                    metadata=live.placed.metadata if live.placed else {},
                 )
                 fresh.append(live.session)
             elif ask.session_state:
