@@ -24,6 +24,7 @@ from sessions_app.ids import is_session_id
 from sessions_app.models import Agent, Message, Role, Run, RunSource, RunStatus, Session, User
 from sessions_app.services import sessions as session_service
 from sessions_app.services.access import get_sessions_for_owner
+from sessions_app.services.sessions import SessionIdTaken
 
 Pair = tuple[str, str]  # a user turn and the answer the caller has for it
 
@@ -118,6 +119,12 @@ def existing(user: User, named: str) -> Session | None:
         )
     found = get_sessions_for_owner(user, [named])[0]
     return None if isinstance(found, Exception) else found
+
+
+def refuse_taken(named: str) -> None:
+    """SessionIdTaken when a session of that id exists (someone else's: not `existing`)."""
+    if Session.objects.filter(pk=named).exists():
+        raise SessionIdTaken("A session with this id exists already.")
 
 
 class Sharing(NamedTuple):

@@ -37,10 +37,12 @@ def place(
             param="model",
         )
     check_tools(agent, tool_names)
-    if named is None and not turns.earlier:
+    if not turns.earlier:
         # A first turn: its session is made with its run, as a run of the REST API's is.
+        if named is not None:
+            conversation.refuse_taken(named)
         statesize.check("metadata", metadata)
-        return engine.Placement(agent.pk, None, metadata=metadata)
+        return engine.Placement(agent.pk, None, metadata=metadata, new_id=named)
     if named is not None:
         found = conversation.named_anew(user, agent, turns, named, metadata)
     else:

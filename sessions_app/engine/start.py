@@ -319,6 +319,8 @@ class _Creation:
                     session_state={**agent.session_state, **(ask.session_state or {})},
                     metadata=live.placed.metadata if live.placed else {},
                 )
+                if live.placed and live.placed.new_id:
+                    live.session.session_id = live.placed.new_id
                 fresh.append(live.session)
             elif ask.session_state:
                 live.session.session_state = {**live.session.session_state, **ask.session_state}

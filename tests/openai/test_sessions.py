@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 
 from sessions_app.accounts import create_token
 from sessions_app.models import Agent, Run, Session
+from testkit.upstream import Reply
 from tests.openai.conftest import sdk
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -162,3 +163,26 @@ async def test_the_readmes_example_continues_one_session(client):
 
     assert text == "Echo: And again?"
     assert list((await runs_by_session()).values()) == [["Hello!", "And again?"]]
+
+
+async def test_two_first_turns_naming_one_new_session_at_once_make_one_session(client, upstream):
+    upstream.script(Reply("First.", first_delay=0.3), Reply("Second.", first_delay=0.3))
+    headers = {"X-Parley-Session-Id": "born-twice"}
+
+    async def ask(text: str) -> str:
+        try:
+            await client.chat.completions.create(
+                model="assistant",
+                messages=[{"role": "user", "content": text}],
+                extra_headers=headers,
+            )
+        except openai.ConflictError as refused:
+            return refused.code
+        return "answered"
+
+    outcomes = await asyncio.gather(ask("one"), ask("two"))
+
+    # Both in one batch: one is answered, the other told the session is busy; never a 500.
+    assert sorted(outcomes) in (["answered", "answered"], ["answered", "session_busy"])
+    assert await Session.objects.acount() == 1
+    assert len((await runs_by_session())["born-twice"]) == outcomes.count("answered")
