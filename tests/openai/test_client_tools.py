@@ -14,6 +14,7 @@ from sessions_app.accounts import create_token
 from sessions_app.models import LLMCall, Message, Run
 from testkit.upstream import Reply
 from tests.openai.conftest import sdk
+from tests.support.asgiclient import ASGIClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -336,3 +337,22 @@ async def test_a_client_tool_may_not_take_the_name_of_the_agents_own(client, age
     assert refused.value.param == "tools"
     assert "update_session_state" in refused.value.message
     assert await Run.objects.acount() == 0
+
+
+async def test_a_run_waiting_for_tools_can_be_cancelled_and_then_takes_no_results(
+    client, alice_key, upstream
+):
+    upstream.script(calls_weather())
+    first = await client.chat.completions.create(model="assistant", messages=ASK, tools=[WEATHER])
+    run = await Run.objects.aget()
+    api = ASGIClient({"Authorization": f"Bearer {alice_key}"})
+
+    cancelled = await api.request("POST", f"/api/runs/{run.run_id}/cancel")
+    with pytest.raises(openai.ConflictError) as late:
+        await client.chat.completions.create(
+            model="assistant", messages=answered(first.choices[0].message), tools=[WEATHER]
+        )
+
+    assert (cancelled.status_code, cancelled.json()["status"]) == (200, "CANCELLED")
+    assert "it is CANCELLED" in late.value.message
+    assert len(upstream.requests) == 1
