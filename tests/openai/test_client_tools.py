@@ -356,3 +356,31 @@ async def test_a_run_waiting_for_tools_can_be_cancelled_and_then_takes_no_result
     assert (cancelled.status_code, cancelled.json()["status"]) == (200, "CANCELLED")
     assert "it is CANCELLED" in late.value.message
     assert len(upstream.requests) == 1
+
+
+async def test_a_run_may_pause_again_and_its_parts_add_up_to_its_answer(client, upstream):
+    upstream.script(
+        Reply(chunks=["Let me look. "], tool_calls=[{"name": "get_weather", "arguments": {}}]),
+        Reply(chunks=["Rome done. "], tool_calls=[{"name": "get_weather", "arguments": {}}]),
+        Reply("Both sunny."),
+    )
+    messages = list(ASK)
+    contents = []
+    for _ in range(3):
+        answer = await client.chat.completions.create(
+            model="assistant", messages=messages, tools=[WEATHER]
+        )
+        message = answer.choices[0].message
+        contents.append((message.content, answer.choices[0].finish_reason))
+        messages = [*messages, message.model_dump(exclude_none=True)]
+        for call in message.tool_calls or ():
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": "Sunny"})
+
+    assert contents == [
+        ("Let me look. ", "tool_calls"),
+        ("Rome done. ", "tool_calls"),
+        ("Both sunny.", "stop"),
+    ]
+    run = await Run.objects.aget()
+    assert (run.status, run.content) == ("COMPLETED", "Let me look. Rome done. Both sunny.")
+    assert await LLMCall.objects.filter(run=run).acount() == 3
