@@ -131,13 +131,11 @@ async def _start(raw: str, chat: ChatRequest, named: str | None) -> engine.RunHa
 
 async def _go_on(raw: str, chat: ChatRequest, named: str | None) -> engine.RunHandle:
     """Tool results: the run that called those tools goes on."""
-    results = conversation.tool_results(chat.messages)
-    runs = {engine.run_of_call(call_id) for call_id in results}
-    if None in runs or len(runs) != 1:
+    found = engine.answered(conversation.tool_results(chat.messages))
+    if found is None:
         message = "The tool messages must answer the tool calls of one response of Parley's."
         raise OpenAIError(400, message, param="messages", code="tool_call_not_found")
-    run_id = runs.pop()
-    assert run_id is not None
+    run_id, results = found
 
     def found() -> User:
         user = _user(raw)

@@ -193,8 +193,8 @@ class _Answer:
             self.assistant_id,
             "".join(self.round_text),
             self.first_token,
-            # A pause is followed by its event: a run going on streams from after it.
-            seq=self.stream.seq + 1 if status == RunStatus.PAUSED else 0,
+            # Its end event's: a run going on (after a pause, or a failed try) streams after it.
+            seq=self.stream.seq + 1,
             calls_before=self.plan.before.calls if self.plan.before else 0,
         )
         try:
