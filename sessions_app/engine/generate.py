@@ -111,9 +111,7 @@ class _Answer:
             source, call_started = self.early.items(), self.early.started
         else:
             offered = self.plan.tools if round_number < MAX_TOOL_ROUNDS else []
-            sampling = self.plan.sampling
-            if round_number == 0 and offered and self.plan.tool_choice is not None:
-                sampling = {**sampling, "tool_choice": self.plan.tool_choice}
+            sampling = self.plan.first_sampling() if round_number == 0 else self.plan.sampling
             source = llm.stream_chat(self.run.model, self.messages, offered or None, sampling)
         try:
             async for item in source:
@@ -175,11 +173,12 @@ class _Answer:
 
     async def _pause(self, asked: list[dict[str, Any]]) -> None:
         """A call to a client's tool: the round is stored (the agent's own tools in it run
-        now) and the run waits for the client's results; its calls get ids that name it."""
+        now) and the run waits for the client's results."""
         text = "".join(self.round_text)
         self.live.pending = await in_db_thread(store.save_paused_round)(
             self.plan, self.assistant_id, text, asked
         )
+        self.messages.append({"role": "assistant", "content": text or None, "tool_calls": asked})
 
     async def store(self, status: str, error: str) -> Run:
         if self.calls and status != RunStatus.COMPLETED:
@@ -204,9 +203,12 @@ class _Answer:
             registry.finished(self.live)
 
     def tools_used(self) -> list[dict[str, Any]]:
+        """The tools this run called: after its user's turn (before it, the history's)."""
+        users = [n for n, m in enumerate(self.messages) if m["role"] == "user"]
+        own = self.messages[users[-1] + 1 :] if users else self.messages
         return [
             {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
-            for m in self.messages
+            for m in own
             for c in m.get("tool_calls") or ()
         ]
 

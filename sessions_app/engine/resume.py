@@ -22,7 +22,7 @@ from sessions_app.engine.errors import InputError, RunConflict
 from sessions_app.engine.live import Ask, LiveRun, Resume, RunOptions
 from sessions_app.engine.plan import Before, Plan
 from sessions_app.engine.registry import registry
-from sessions_app.engine.start import client_tool_names, launch, sampling_for
+from sessions_app.engine.start import launch, sampling_for
 from sessions_app.models import CallKind, LLMCall, Message, Role, Run, RunStatus, Session, User
 from sessions_app.process import WORKER_ID
 from sessions_app.services import ratelimit, tools
@@ -87,7 +87,7 @@ def _resume(live: LiveRun) -> None:
         tools.tool_specs(run.agent) + ask.options.tools,
         sampling_for(live),
         next_order=order + 1,
-        client_tools=client_tool_names(ask.options),
+        client_tools=ask.options.client_tools,
         tool_choice=ask.options.tool_choice,
         before=before,
     )
