@@ -22,7 +22,7 @@ from sessions_app.engine.registry import registry
 from sessions_app.engine.start import client_tool_names, launch, sampling_for
 from sessions_app.models import CallKind, LLMCall, Message, Role, Run, RunStatus, Session, User
 from sessions_app.process import WORKER_ID
-from sessions_app.services import tools
+from sessions_app.services import context, tools
 from sessions_app.services.access import get_run_for_owner
 
 
@@ -158,11 +158,7 @@ def _messages(
     """What the model is sent: what its last call was, the round, each call's result."""
     if not calls or calls[-1].sent_messages is None:
         raise RunConflict("This run's request to the model was not kept: it cannot go on.")
-    reply = {
-        "role": "assistant",
-        "content": round_.content or None,
-        "tool_calls": round_.tool_calls,
-    }
+    reply = context.tool_round(round_.content, round_.tool_calls)
     answered = {**stored, **results}
     return [
         *calls[-1].sent_messages,
