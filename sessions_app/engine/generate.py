@@ -24,7 +24,7 @@ from sessions_app.events.stream import RunStream
 from sessions_app.llm import client as llm
 from sessions_app.llm.errors import LLMError
 from sessions_app.models import Run, RunStatus
-from sessions_app.services import memory
+from sessions_app.services import context, memory
 
 log = logging.getLogger("parley.runs")
 
@@ -165,7 +165,7 @@ class _Answer:
 
     async def _answer_tools(self, asked: list[dict[str, Any]]) -> None:
         text = "".join(self.round_text)
-        reply = {"role": "assistant", "content": text or None, "tool_calls": asked}
+        reply = context.tool_round(text, asked)
         results, self.assistant_id = await in_db_thread(store.save_tool_round)(
             self.plan, self.assistant_id, text, asked
         )
@@ -178,7 +178,7 @@ class _Answer:
         self.live.pending = await in_db_thread(store.save_paused_round)(
             self.plan, self.assistant_id, text, asked
         )
-        self.messages.append({"role": "assistant", "content": text or None, "tool_calls": asked})
+        self.messages.append(context.tool_round(text, asked))
 
     async def store(self, status: str, error: str) -> Run:
         if self.calls and status != RunStatus.COMPLETED:

@@ -25,7 +25,7 @@ from sessions_app.engine.registry import registry
 from sessions_app.engine.start import launch, sampling_for
 from sessions_app.models import CallKind, LLMCall, Message, Role, Run, RunStatus, Session, User
 from sessions_app.process import WORKER_ID
-from sessions_app.services import ratelimit, tools
+from sessions_app.services import context, ratelimit, tools
 from sessions_app.services.access import get_run_for_owner
 
 
@@ -201,11 +201,7 @@ def _messages(
     if again:
         return list(calls[-1].sent_messages)
     asking = round_.asking
-    reply = {
-        "role": "assistant",
-        "content": asking.content or None,
-        "tool_calls": asking.tool_calls,
-    }
+    reply = context.tool_round(asking.content, asking.tool_calls)
     answered = {**round_.results, **results}
     return [
         *calls[-1].sent_messages,
