@@ -192,8 +192,9 @@ class _Answer:
             self.assistant_id,
             "".join(self.round_text),
             self.first_token,
-            # Its end event's: a run going on (after a pause, or a failed try) streams after it.
-            seq=self.stream.seq + 1,
+            # A pause is followed by its event: a run going on streams after it (after a
+            # failed try, its count starts over: see RunContinued in events.hub).
+            seq=self.stream.seq + 1 if status == RunStatus.PAUSED else 0,
             calls_before=self.plan.before.calls if self.plan.before else 0,
         )
         try:

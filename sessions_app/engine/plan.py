@@ -35,6 +35,6 @@ class Before:
 
     said: str
     first_token: float | None
-    seq: int  # of its last event (its pause, or a failed try's end): it goes on after it
+    seq: int  # of its pause event, which it goes on after (0 after a failed try)
     calls: int  # model calls stored
     metrics: dict[str, Any]

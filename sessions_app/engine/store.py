@@ -180,7 +180,7 @@ class Finish:
     retried: bool = False
     # The status this finish stored, once committed (empty: not stored by it).
     stored: str = ""
-    seq: int = 0  # of its end event, which a run going on streams after
+    seq: int = 0  # paused: the seq of its pause event, which a run going on streams after
     # A paused run gone on: how many of its model calls were stored before (its totals
     # count them too).
     calls_before: int = 0
