@@ -26,15 +26,21 @@ def models_for(user: User) -> list[dict[str, Any]]:
     """`GET /v1/models`'s data: the agents the caller may use."""
     agents = list(agents_for_user(user).order_by("name", "pk"))
     ids = model_ids(agents)
-    return [
-        {
-            "id": ids[agent.pk],
-            "object": "model",
-            "created": int(agent.created_at.timestamp()),
-            "owned_by": "parley",
-        }
-        for agent in agents
-    ]
+    return [_model(agent, ids[agent.pk]) for agent in agents]
+
+
+def model_named(user: User, model: str) -> dict[str, Any]:
+    """`GET /v1/models/{model}`: the agent `model` names, as the list shows it."""
+    wanted = agent_for_model(user, model)
+    agents = list(agents_for_user(user))
+    if all(agent.pk != wanted.pk for agent in agents):  # a session's unlisted agent
+        agents.append(wanted)
+    return _model(wanted, model_ids(agents)[wanted.pk])
+
+
+def _model(agent: Agent, model_id: str) -> dict[str, Any]:
+    created = int(agent.created_at.timestamp())
+    return {"id": model_id, "object": "model", "created": created, "owned_by": "parley"}
 
 
 def agent_for_model(user: User, model: str) -> Agent:

@@ -33,8 +33,10 @@ KEEPALIVE_SECONDS = 15.0
 
 def _raw_token(request: HttpRequest) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip().startswith(PREFIX):
+    if scheme.lower() != "bearer" or not token.strip():
         raise bad_key("You didn't provide a Parley API token (Authorization: Bearer prl_…).")
+    if not token.strip().startswith(PREFIX):
+        raise bad_key("The key is not a Parley API token (those begin with prl_).")
     return token.strip()
 
 
@@ -69,6 +71,18 @@ async def list_models(request: HttpRequest) -> HttpResponse:
     except Exception as exc:
         return _failure(exc)
     return JsonResponse({"object": "list", "data": data})
+
+
+@csrf_exempt
+async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
+    if request.method != "GET":
+        return _method_not_allowed("GET")
+    try:
+        raw = _raw_token(request)
+        found = await in_db_thread(lambda: agents.model_named(_user(raw), model))()
+    except Exception as exc:
+        return _failure(exc, model)
+    return JsonResponse(found)
 
 
 def _metadata(chat: ChatRequest) -> dict[str, Any]:
@@ -165,7 +179,15 @@ async def _whole(handle: engine.RunHandle, chat: ChatRequest) -> HttpResponse:
 def _run_failure(status: str, error: str) -> OpenAIError:
     if status == RunStatus.INTERRUPTED:
         return OpenAIError(503, error, type="server_error", headers={"Retry-After": "2"})
-    return OpenAIError(status_for_error(error), error, type="api_error", code="upstream_error")
+    # The run and its error are stored: an SDK's automatic retry would make another run (and,
+    # for a first turn, another session) beside it. Sending again is the caller's choice.
+    return OpenAIError(
+        status_for_error(error),
+        error,
+        type="api_error",
+        code="upstream_error",
+        headers={"X-Should-Retry": "false"},
+    )
 
 
 def _streamed(handle: engine.RunHandle, chat: ChatRequest) -> StreamingHttpResponse:

@@ -31,6 +31,9 @@ class LLMError(Exception):
         self.unavailable = unavailable
 
 
+DETAIL_LIMIT = 300  # characters of an endpoint's own error message kept
+
+
 def describe(exc: BaseException) -> LLMError:
     """Any failure of a model request as an LLMError."""
     if isinstance(exc, LLMError):
@@ -56,12 +59,16 @@ def describe(exc: BaseException) -> LLMError:
 
 
 def _error_detail(exc: openai.APIStatusError) -> str:
+    """The endpoint's own message, clipped: some send a whole validation dump, with the paths
+    of their files, and it is shown to users."""
     body = exc.body
+    detail = exc.message
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return exc.message
+            detail = str(inner["message"])
+    detail = " ".join(detail.split())
+    return detail if len(detail) <= DETAIL_LIMIT else detail[: DETAIL_LIMIT - 1] + "…"
 
 
 def _retry_after(headers: Any) -> float | None:

@@ -57,6 +57,19 @@ async def test_an_upstream_error_leaves_an_error_run_and_keeps_the_question(alic
     assert again.status == RunStatus.COMPLETED and again.content == "Echo: retry"
 
 
+async def test_an_upstreams_long_error_dump_is_clipped_to_one_readable_line(alice, agent, upstream):
+    dump = "7 validation errors:\n" + "\n".join(
+        f"  /srv/app/server.py line {n}" for n in range(200)
+    )
+    upstream.script(Reply(status=500, error_message=dump))
+
+    run, _ = await finish(alice, "question")
+
+    assert run.error.startswith("The model endpoint answered 500: 7 validation errors: /srv/app")
+    assert run.error.endswith("…") and "\n" not in run.error
+    assert len(run.error) < 400
+
+
 async def test_a_rate_limited_upstream_is_reported_readably(alice, agent, upstream):
     upstream.script(Reply(status=429, error_message="Rate limit reached"))
     run, _ = await finish(alice, "hi")

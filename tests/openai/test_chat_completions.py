@@ -417,3 +417,36 @@ async def test_a_session_id_that_cannot_be_one_is_400(client):
         )
     assert refused.value.body["param"] == "session_id"
     assert await Session.objects.acount() == 0
+
+
+async def test_a_model_is_retrieved_by_its_id_and_an_unknown_one_is_404(client, agent):
+    found = await client.models.retrieve("assistant")
+
+    with pytest.raises(openai.NotFoundError) as missing:
+        await client.models.retrieve("no-such-agent")
+
+    assert (found.id, found.object, found.owned_by) == ("assistant", "model", "parley")
+    assert missing.value.code == "model_not_found"
+
+
+async def test_a_key_that_is_not_parleys_is_told_so(agent, upstream):
+    async with sdk("sk-not-parleys") as stranger:
+        with pytest.raises(openai.AuthenticationError) as refused:
+            await stranger.models.list()
+
+    assert refused.value.code == "invalid_api_key"
+    assert "not a Parley API token" in refused.value.message
+
+
+async def test_a_failed_answer_asks_the_sdk_not_to_retry_it(client, upstream):
+    upstream.script(*[Reply(status=500, error_message="boom")] * 3)
+    retrying = client.with_options(max_retries=2)  # the SDK's default
+
+    with pytest.raises(openai.InternalServerError) as failed:
+        await retrying.chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "Hi"}]
+        )
+
+    assert failed.value.status_code == 502
+    assert failed.value.response.headers["x-should-retry"] == "false"
+    assert await Run.objects.acount() == 1  # the SDK would retry a 502: one run, kept
