@@ -124,7 +124,8 @@ async def _start(raw: str, chat: ChatRequest, named: str | None) -> engine.RunHa
     """A new turn: a run in the session its conversation is."""
     turns = conversation.turns_of(chat.messages)
     where = (chat.model, turns, named, _metadata(chat), _tool_names(chat))
-    options = _options(chat, system=turns.system, place=functools.partial(placement.place, *where))
+    place = functools.partial(placement.place, *where)
+    options = _options(chat, system=turns.system, place=place, named_session=named)
     # The token is checked with the run's creation, as /api/runs checks it: one trip.
     return await engine.start_run(TokenClaim(raw), turns.question, options=options)
 
