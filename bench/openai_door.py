@@ -65,6 +65,17 @@ def _rows(bench: Bench, clients: int, series: dict[str, latency.Series], b: str 
     )  # fmt: skip
 
 
+def _cpu(series: dict[str, latency.Series]) -> str:
+    """What a run cost the server and this process's client, which reads the answers: unlike
+    latencies, it hardly depends on outside load."""
+    return "; ".join(
+        f"{latency.LABELS[t]} server {s.cpu_per_run() * 1000:.2f}, "
+        f"client {s.client_cpu / len(s.results) * 1000:.2f}"
+        for t, s in series.items()
+        if s.results
+    )
+
+
 async def run(bench: Bench) -> None:
     fast = latency.scenarios(bench)[0]
     steps, used = plan(bench), transports(bench)
@@ -80,6 +91,10 @@ async def run(bench: Bench) -> None:
             series = await latency.measure(bench, used, fast, clients, rounds, used, bar)
             where = latency.where(fast, clients)
             latency.note_failures(bench, "fig 10, {} · " + where, series)
+            bench.note(f"fig 10, {where}: CPU per run, ms: {_cpu(series)}")
+            if clients > 1:  # the spread of the rounds, to tell a difference from noise
+                batches = latency.batches(series)
+                bench.note(f"fig 10, {where}: first-token p95 of each batch, ms: {batches}")
             _rows(bench, clients, series)
             if bench.stack.ref:
                 _rows(bench, clients, series, "_b")
