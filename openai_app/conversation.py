@@ -42,9 +42,9 @@ class Conversation:
 
 
 def turns_of(messages: list[dict[str, Any]]) -> Conversation:
-    """System and developer texts joined; user turns each with the last assistant text that
-    follows it (tool rounds in between are the answer's own); the last message must be the
-    user's."""
+    """System and developer texts joined; user turns each with the assistant texts that follow
+    it, joined (a run's answer is the text of all its rounds: the client has it in one message,
+    or, where the client ran tools, one a round); the last message must be the user's."""
     system = "\n\n".join(
         m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"]
     )
@@ -57,14 +57,14 @@ def turns_of(messages: list[dict[str, Any]]) -> Conversation:
         )
     pairs: list[Pair] = []
     asked: str | None = None
-    answer = ""  # the last assistant text after `asked`: a run's answer is its last round's
+    answer = ""  # the assistant texts after `asked`
     for message in talk[:-1]:
         if message["role"] == "user":
             if asked is not None:  # a user turn without an answer keeps an empty one
                 pairs.append((asked, answer))
             asked, answer = message["content"], ""
-        elif message["content"]:
-            answer = message["content"]
+        else:
+            answer += message["content"]
     if asked is not None:
         pairs.append((asked, answer))
     return Conversation(system, pairs, talk[-1]["content"])
@@ -167,12 +167,13 @@ def _pairs_of(session_id: str, most: int) -> list[Pair]:
 
 
 def _same(stored: Pair, given: Pair) -> bool:
-    """Clients trim answers and normalise line ends: compared as text, not bytes."""
+    """Clients trim answers (each part of one, where they ran tools) and normalise line ends:
+    compared without their whitespace."""
     return all(_plain(a) == _plain(b) for a, b in zip(stored, given, strict=True))
 
 
 def _plain(text: str) -> str:
-    return text.replace("\r\n", "\n").strip()
+    return "".join(text.split())
 
 
 def _new(

@@ -62,12 +62,7 @@ def paused_run(
     try:
         run = get_run_for_owner(user, run_id)
     except NotFound:
-        raise OpenAIError(
-            404,
-            "The tool messages answer calls of no run of yours.",
-            param="messages",
-            code="tool_call_not_found",
-        ) from None
+        raise no_such_run() from None
     if not agents.named_by(run.agent, model):
         raise OpenAIError(
             400,
@@ -80,6 +75,11 @@ def paused_run(
         )
     check_tools(run.agent, tool_names)
     return run
+
+
+def no_such_run() -> OpenAIError:
+    message = "The tool messages answer calls of no run of yours."
+    return OpenAIError(404, message, param="messages", code="tool_call_not_found")
 
 
 def check_tools(agent: Agent, names: frozenset[str]) -> None:

@@ -134,8 +134,9 @@ def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> Any:
         raise invalid("`tool_choice` is only allowed when `tools` are given.", "tool_choice")
     if value in ("none", "auto", "required"):
         return value
-    named = value.get("function", {}).get("name") if isinstance(value, dict) else None
-    if not isinstance(value, dict) or value.get("type") != "function" or not named:
+    function = value.get("function") if isinstance(value, dict) else None
+    named = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(value, dict) or value.get("type") != "function" or not isinstance(named, str):
         message = '`tool_choice`: "none", "auto", "required" or a function to call.'
         raise invalid(message, "tool_choice")
     if named not in {tool["function"]["name"] for tool in tools}:

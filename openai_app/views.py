@@ -4,6 +4,7 @@ started by the engine as the chat page's and the REST API's are."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -22,6 +23,7 @@ from sessions_app.accounts import PREFIX, TokenClaim, user_for_token
 from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.llm.errors import status_for_error
 from sessions_app.models import RunSource, RunStatus, User
+from sessions_app.services.access import NotFound
 
 log = logging.getLogger("parley.openai")
 
@@ -116,37 +118,39 @@ def _options(chat: ChatRequest, **more: Any) -> engine.RunOptions:
     )
 
 
-def _tool_names(chat: ChatRequest) -> frozenset[str]:
-    return frozenset(tool["function"]["name"] for tool in chat.tools)
-
-
 async def _start(raw: str, chat: ChatRequest, named: str | None) -> engine.RunHandle:
     """A new turn: a run in the session its conversation is."""
     turns = conversation.turns_of(chat.messages)
-    where = (chat.model, turns, named, _metadata(chat), _tool_names(chat))
-    place = functools.partial(placement.place, *where)
-    options = _options(chat, system=turns.system, place=place, named_session=named)
+    options = _options(chat, system=turns.system, named_session=named)
+    where = (chat.model, turns, named, _metadata(chat), options.client_tools)
+    options = dataclasses.replace(options, place=functools.partial(placement.place, *where))
     # The token is checked with the run's creation, as /api/runs checks it: one trip.
     return await engine.start_run(TokenClaim(raw), turns.question, options=options)
 
 
 async def _go_on(raw: str, chat: ChatRequest, named: str | None) -> engine.RunHandle:
     """Tool results: the run that called those tools goes on."""
-    results = conversation.tool_results(chat.messages)
-    runs = {engine.run_of_call(call_id) for call_id in results}
-    if None in runs or len(runs) != 1:
+    found = engine.answered(conversation.tool_results(chat.messages))
+    if found is None:
         message = "The tool messages must answer the tool calls of one response of Parley's."
         raise OpenAIError(400, message, param="messages", code="tool_call_not_found")
-    run_id = runs.pop()
-    assert run_id is not None
+    run_id, results = found
+
+    options = _options(chat)
 
     def found() -> User:
         user = _user(raw)
-        placement.paused_run(user, chat.model, named, run_id, _tool_names(chat))
+        placement.paused_run(user, chat.model, named, run_id, options.client_tools)
         return user
 
     user = await in_db_thread(found)()
-    return await engine.continue_run(user, run_id, results, options=_options(chat))
+    try:
+        return await engine.continue_run(user, run_id, results, options=options)
+    except engine.RunConflict as exc:  # answered already, stopped, or the session went on
+        raise OpenAIError(409, str(exc), param="messages", code="tool_calls_not_waiting",
+                          headers={"X-Should-Retry": "false"}) from None  # fmt: skip
+    except NotFound:  # deleted meanwhile
+        raise placement.no_such_run() from None
 
 
 async def _whole(handle: engine.RunHandle, chat: ChatRequest) -> HttpResponse:

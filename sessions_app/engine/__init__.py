@@ -20,7 +20,7 @@ from sessions_app.engine.live import Placement, RunHandle, RunOptions
 from sessions_app.engine.liveness import ensure_heartbeat
 from sessions_app.engine.resume import continue_run
 from sessions_app.engine.start import start_run
-from sessions_app.engine.store import run_of_call
+from sessions_app.engine.toolcalls import answered
 
 __all__ = [
     "InputError",
@@ -29,10 +29,10 @@ __all__ = [
     "RunConflict",
     "RunHandle",
     "RunOptions",
+    "answered",
     "cancel_run",
     "continue_run",
     "ensure_heartbeat",
     "lifespan",
-    "run_of_call",
     "start_run",
 ]

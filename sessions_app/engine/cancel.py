@@ -33,4 +33,6 @@ async def cancel_run(user: User, run_id: Any) -> Run:
         paused = Run.objects.filter(pk=run.run_id, status=RunStatus.PAUSED)
         if await paused.aupdate(status=RunStatus.CANCELLED, finished_at=timezone.now()):
             liveness.announce([(run.run_id, run.session_id)])
+        else:  # its results came meanwhile: it runs now, and is stopped as such
+            return await cancel_run(user, run_id)
     return await Run.objects.select_related("user", "agent_version").aget(pk=run.run_id)

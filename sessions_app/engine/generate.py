@@ -24,7 +24,7 @@ from sessions_app.events.stream import RunStream
 from sessions_app.llm import client as llm
 from sessions_app.llm.errors import LLMError
 from sessions_app.models import Run, RunStatus
-from sessions_app.services import memory
+from sessions_app.services import context, memory
 
 log = logging.getLogger("parley.runs")
 
@@ -111,9 +111,7 @@ class _Answer:
             source, call_started = self.early.items(), self.early.started
         else:
             offered = self.plan.tools if round_number < MAX_TOOL_ROUNDS else []
-            sampling = self.plan.sampling
-            if round_number == 0 and offered and self.plan.tool_choice is not None:
-                sampling = {**sampling, "tool_choice": self.plan.tool_choice}
+            sampling = self.plan.first_sampling() if round_number == 0 else self.plan.sampling
             source = llm.stream_chat(self.run.model, self.messages, offered or None, sampling)
         try:
             async for item in source:
@@ -167,7 +165,7 @@ class _Answer:
 
     async def _answer_tools(self, asked: list[dict[str, Any]]) -> None:
         text = "".join(self.round_text)
-        reply = {"role": "assistant", "content": text or None, "tool_calls": asked}
+        reply = context.tool_round(text, asked)
         results, self.assistant_id = await in_db_thread(store.save_tool_round)(
             self.plan, self.assistant_id, text, asked
         )
@@ -175,11 +173,12 @@ class _Answer:
 
     async def _pause(self, asked: list[dict[str, Any]]) -> None:
         """A call to a client's tool: the round is stored (the agent's own tools in it run
-        now) and the run waits for the client's results; its calls get ids that name it."""
+        now) and the run waits for the client's results."""
         text = "".join(self.round_text)
         self.live.pending = await in_db_thread(store.save_paused_round)(
             self.plan, self.assistant_id, text, asked
         )
+        self.messages.append(context.tool_round(text, asked))
 
     async def store(self, status: str, error: str) -> Run:
         if self.calls and status != RunStatus.COMPLETED:
@@ -193,8 +192,8 @@ class _Answer:
             self.assistant_id,
             "".join(self.round_text),
             self.first_token,
-            # A pause is followed by its event: a run going on streams from after it.
-            seq=self.stream.seq + 1 if status == RunStatus.PAUSED else 0,
+            # Its end event's: a run going on (after a pause, or a failed try) streams after it.
+            seq=self.stream.seq + 1,
             calls_before=self.plan.before.calls if self.plan.before else 0,
         )
         try:
@@ -204,9 +203,12 @@ class _Answer:
             registry.finished(self.live)
 
     def tools_used(self) -> list[dict[str, Any]]:
+        """The tools this run called: after its user's turn (before it, the history's)."""
+        users = [n for n, m in enumerate(self.messages) if m["role"] == "user"]
+        own = self.messages[users[-1] + 1 :] if users else self.messages
         return [
             {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
-            for m in self.messages
+            for m in own
             for c in m.get("tool_calls") or ()
         ]
 

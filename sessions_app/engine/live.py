@@ -56,9 +56,11 @@ class RunOptions:
     # The client's own tools (OpenAI's `tools`), offered beside the agent's: a call to one
     # pauses the run until the client sends its result (see continue_run).
     tools: list[dict[str, Any]] = field(default_factory=list)
-    # OpenAI's `tool_choice`, for the first model call of the request only: a forced call,
-    # repeated in every round, would never let the model answer.
-    tool_choice: Any = None
+    tool_choice: Any = None  # OpenAI's, for the first model call of the request (see Plan)
+
+    @property
+    def client_tools(self) -> frozenset[str]:
+        return frozenset(spec["function"]["name"] for spec in self.tools)
 
 
 @dataclass(frozen=True)

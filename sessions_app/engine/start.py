@@ -46,10 +46,6 @@ Claim = accounts.TokenClaim | accounts.SignedIn
 REST_API = RunOptions(source=RunSource.API)  # the options of a run asked for by its input alone
 
 
-def client_tool_names(options: RunOptions) -> frozenset[str]:
-    return frozenset(spec["function"]["name"] for spec in options.tools)
-
-
 def _starts(ask: Ask) -> tuple[str, ...]:
     """What an ask starts, as the rate limits count it: a run, and a session without one."""
     return (ratelimit.RUN,) if ask.session_id else (ratelimit.RUN, ratelimit.SESSION)
@@ -107,12 +103,6 @@ def launch(live: LiveRun) -> LiveRun:
     registry.launch(live, generate(live, early.claim(live)))
     liveness.ensure_heartbeat()
     return live
-
-
-def first_call(live: LiveRun, sampling: dict[str, Any]) -> dict[str, Any]:
-    """The sampling settings of a request's first model call: with its `tool_choice`."""
-    choice = live.ask.options.tool_choice
-    return sampling if choice is None else {**sampling, "tool_choice": choice}
 
 
 def sampling_for(live: LiveRun) -> dict[str, Any]:
@@ -254,24 +244,21 @@ class _Creation:
             admitted = [live for live in self.runs if live.refusal is None]
             fresh = self._sessions_of(admitted)
             runs, busy = self._runs_of(admitted)
-            built, offered = self._calls_of(admitted, runs)
+            plans = self._plans_of(admitted, runs)
             # Everything the model is sent is known before anything is written: the requests
             # go out now, unless the transaction is bound to fail (a session with a run in
             # progress, or asked for twice at once: one of them answers RunConflict).
             targets = [live.session.pk for live in admitted]
             if admitted and not busy and len(set(targets)) == len(targets):
                 requests = [
-                    (live, run.model, sent, specs, first_call(live, sampling_for(live)))
-                    for live, run, sent, specs in zip(admitted, runs, built, offered, strict=True)
+                    (live, plan.run.model, plan.messages, plan.tools, plan.first_sampling())
+                    for live, plan in zip(admitted, plans, strict=True)
                 ]
                 early.send_from_thread(registry.loop, requests)
             answers = self._write(admitted, fresh, runs)
-        for n, (live, run) in enumerate(zip(admitted, runs, strict=True)):
-            live.plan = Plan(
-                run, live.session, answers[n], built[n], offered[n], sampling_for(live)
-            )
-            live.plan.client_tools = client_tool_names(live.ask.options)
-            live.plan.tool_choice = live.ask.options.tool_choice
+        for live, plan, answer in zip(admitted, plans, answers, strict=True):
+            plan.assistant_message_id = answer
+            live.plan = plan
 
     def _admit(self) -> None:
         """Rate limits, then the access gates: each ask's session and agent, or its refusal."""
@@ -373,9 +360,10 @@ class _Creation:
         ]
         return runs, busy
 
-    def _calls_of(self, admitted: list[LiveRun], runs: list[Run]) -> tuple[list[Any], list[Any]]:
-        """What each run's model call is sent: messages (few-shot examples, history, the turn)
-        and the tools offered."""
+    def _plans_of(self, admitted: list[LiveRun], runs: list[Run]) -> list[Plan]:
+        """What each run's model call is sent: messages (few-shot examples, history, the turn),
+        the tools offered (the agent's, and its client's) and the sampling settings. Their
+        answer rows are not written yet."""
         found = examples.examples_for(live.agent for live in admitted)
         turns = []
         for live, run in zip(admitted, runs, strict=True):
@@ -386,8 +374,19 @@ class _Creation:
             turns.append(
                 Turn(agent, session, run.position, run.input, run.user, given.messages, system)
             )
-        offered = [tools.tool_specs(live.agent) + live.ask.options.tools for live in admitted]
-        return build_messages_many(turns), offered
+        return [
+            Plan(
+                run,
+                live.session,
+                0,
+                messages,
+                tools.tool_specs(live.agent) + live.ask.options.tools,
+                sampling_for(live),
+                client_tools=live.ask.options.client_tools,
+                tool_choice=live.ask.options.tool_choice,
+            )
+            for live, run, messages in zip(admitted, runs, build_messages_many(turns), strict=True)
+        ]
 
     def _write(self, admitted: list[LiveRun], fresh: list[Session], runs: list[Run]) -> list[int]:
         """Insert the sessions, runs and each run's two messages; the answers' row ids."""

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
-import secrets
 import time
 import uuid
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from sessions_app import signals
+from sessions_app.engine import toolcalls
 from sessions_app.engine.live import LiveRun
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
@@ -45,7 +44,6 @@ log = logging.getLogger("parley.runs")
 # How long a finished answer, held only in memory, waits for an unavailable database (a restart,
 # a failover, a full disk being cleared) before it is given up.
 FINISH_PATIENCE = 60.0
-CLIENT_CALL_ID = re.compile(r"call_([0-9a-f]{32})_[0-9a-f]{12}")
 
 
 @dataclass
@@ -113,19 +111,14 @@ def save_paused_round(
     plan: Plan, assistant_id: int, text: str, asked: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """A round that called the client's tools: stored with the calls, the agent's own among
-    them run now (their results stored). The client's calls, with ids that name the run (see
-    resume), as the client is sent them."""
+    them run now (their results stored). The client's calls, as the client is given them."""
     run = plan.run
-    calls = [
-        {**call, "id": client_call_id(run.run_id)}
-        if call["function"]["name"] in plan.client_tools
-        else call
-        for call in asked
-    ]
+    calls = toolcalls.with_ids(asked)
+    theirs = [call for call in calls if call["function"]["name"] in plan.client_tools]
     with transaction.atomic():
         Message.objects.filter(pk=assistant_id).update(content=text, tool_calls=calls)
         for call in calls:
-            if call["function"]["name"] in plan.client_tools:
+            if call in theirs:
                 continue
             Message.objects.create(
                 run=run,
@@ -133,20 +126,10 @@ def save_paused_round(
                 order=plan.next_order,
                 role=Role.TOOL,
                 content=tools.run_tool(run, call),
-                tool_call_id=call.get("id", ""),
+                tool_call_id=call["id"],
             )
             plan.next_order += 1
-    return [call for call in calls if call["function"]["name"] in plan.client_tools]
-
-
-def client_call_id(run_id: uuid.UUID) -> str:
-    return f"call_{run_id.hex}_{secrets.token_hex(6)}"
-
-
-def run_of_call(call_id: str) -> uuid.UUID | None:
-    """The run a client's tool call id names (see client_call_id), if it names one."""
-    found = CLIENT_CALL_ID.fullmatch(call_id)
-    return uuid.UUID(found[1]) if found else None
+    return [toolcalls.for_client(run.run_id, call) for call in theirs]
 
 
 async def checkpoint(live: LiveRun, content: str, seq: int) -> bool:
@@ -197,7 +180,7 @@ class Finish:
     retried: bool = False
     # The status this finish stored, once committed (empty: not stored by it).
     stored: str = ""
-    seq: int = 0  # paused: the seq of its pause event, which a run going on streams after
+    seq: int = 0  # of its end event, which a run going on streams after
     # A paused run gone on: how many of its model calls were stored before (its totals
     # count them too).
     calls_before: int = 0

@@ -35,10 +35,10 @@ class _Subscriber:
         run_id = event.get("run_id")
         if run_id is None:
             return True
-        seen = self.seen.get(run_id, 0)
-        # A paused run going on is news also to one that was shown it as stored (FINISHED).
-        goes_on = event["event"] == "RunContinued" and seen == FINISHED
-        if event["seq"] <= seen and not goes_on:
+        # A run going on (after a pause, or a failed try) counts on from where its stream
+        # ended, which one shown it as stored (FINISHED) or left by a dead process never saw.
+        goes_on = event["event"] == "RunContinued"
+        if event["seq"] <= self.seen.get(run_id, 0) and not goes_on:
             return False
         self.seen[run_id] = event["seq"]
         return True

@@ -63,7 +63,10 @@ class Answer:
             call["id"] = piece["id"]
         function = piece.get("function")
         if function:
-            call["function"]["name"] += function.get("name") or ""
+            # OpenAI gives the name once; llama-cpp-python repeats it whole in every delta.
+            name = function.get("name") or ""
+            if name != call["function"]["name"]:
+                call["function"]["name"] += name
             call["function"]["arguments"] += function.get("arguments") or ""
 
 

@@ -189,6 +189,13 @@ def drop_dangling_tool_calls(rows: list[Message]) -> list[Message]:
     return kept
 
 
+def tool_round(text: str | None, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """An answer's round that called tools, as the model is sent it back, as history sends it:
+    its `content` a string, empty if it said nothing (llama-cpp-python and the chat templates
+    it renders refuse a `null` or missing one)."""
+    return {"role": "assistant", "content": text or "", "tool_calls": calls}
+
+
 def as_openai(message: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:

@@ -14,11 +14,14 @@ STATUS_OF = {"RunCompleted": "COMPLETED", "RunCancelled": "CANCELLED", "RunPause
 
 async def page(session: Session, snapshot: events.Event, new: bool, known: tuple) -> str:
     """The session as it stands: every run, the streaming one with its answer so far."""
-    used = await database_sync_to_async(rendering.tools_by_run)(session)
     runs, streamed = snapshot["runs"], snapshot["streamed"]
+    used, waiting = await database_sync_to_async(rendering.tools_of)(session, runs)
     views = [
         rendering.run_view(
-            run, streaming_text=streamed.get(str(run.run_id)), tools=used.get(str(run.run_id))
+            run,
+            streaming_text=streamed.get(str(run.run_id)),
+            tools=used.get(str(run.run_id)),
+            waiting=waiting.get(str(run.run_id)),
         )
         for run in runs
     ]
@@ -73,6 +76,7 @@ async def fragment(event: events.Event) -> str:
         content=event.get("content", ""),
         error=event.get("error", ""),
         metrics=event.get("metrics"),
-        tools=[*event.get("tools", ()), *map(rendering.tool_shown, event.get("tool_calls", ()))],
+        tools=event.get("tools"),
+        waiting=[call["function"]["name"] for call in event.get("tool_calls", ())],
     )
     return rendering.render_assistant(view, oob=True) + rendering.render_composer_actions(None)

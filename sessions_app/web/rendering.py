@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from django.template.loader import render_to_string
@@ -25,6 +27,35 @@ def tools_by_run(session: Session) -> dict[str, list[dict[str, str]]]:
     return used
 
 
+def tools_of(
+    session: Session, runs: list[Run]
+) -> tuple[dict[str, list[dict[str, str]]], dict[str, list[str]]]:
+    """The tool calls of every run of a session (see tools_by_run), and the tools each of
+    `runs` that is paused waits for its client to run."""
+    paused = [run.run_id for run in runs if run.status == RunStatus.PAUSED]
+    return tools_by_run(session), waiting_for(paused)
+
+
+def waiting_for(run_ids: list[Any]) -> dict[str, list[str]]:
+    """For each paused run, its last round's calls that have no result yet, by name."""
+    waiting: dict[str, list[str]] = {}
+    rows = (
+        Message.objects.filter(run_id__in=run_ids)
+        .order_by("run_id", "order")
+        .values_list("run_id", "tool_calls", "tool_call_id")
+    )
+    for run_id, of_run in groupby(rows, key=itemgetter(0)):
+        last: list[dict[str, Any]] = []
+        answered: set[str] = set()
+        for _, calls, call_id in of_run:
+            if calls:
+                last, answered = calls, set()
+            elif call_id:
+                answered.add(call_id)
+        waiting[str(run_id)] = [c["function"]["name"] for c in last if c["id"] not in answered]
+    return waiting
+
+
 def tool_shown(call: dict[str, Any]) -> dict[str, str]:
     """A tool call as the page lists it under its answer."""
     function = call.get("function", {})
@@ -32,12 +63,17 @@ def tool_shown(call: dict[str, Any]) -> dict[str, str]:
 
 
 def run_view(
-    run: Run, *, streaming_text: str | None = None, tools: list[dict[str, str]] | None = None
+    run: Run,
+    *,
+    streaming_text: str | None = None,
+    tools: list[dict[str, str]] | None = None,
+    waiting: list[str] | None = None,
 ) -> dict[str, Any]:
     """What the templates need of one run; `streaming_text` overrides the saved partial."""
     active = run.status in (RunStatus.PENDING, RunStatus.RUNNING)
     return answer_view(
         tools=tools,
+        waiting=waiting,
         run_id=str(run.run_id),
         status=run.status,
         input=run.input,
@@ -58,10 +94,12 @@ def answer_view(
     metrics: dict[str, Any] | None = None,
     rating: int | None = None,
     tools: list[dict[str, str]] | None = None,
+    waiting: list[str] | None = None,
 ) -> dict[str, Any]:
     active = status in (RunStatus.PENDING, RunStatus.RUNNING)
     return {
         "tools": tools or [],
+        "waiting": waiting or [],  # paused: the tools its client is to run
         "run_id": run_id,
         "status": status.lower(),
         "active": active,

@@ -25,7 +25,7 @@ from sessions_app.models import Agent, Session
 from sessions_app.services import feedback, sessions, statesize
 from sessions_app.services.access import NotFound, get_session_for_user
 from sessions_app.services.permissions import Action, staff_may
-from sessions_app.web.rendering import render_session_item, run_view, tools_by_run
+from sessions_app.web.rendering import render_session_item, run_view, tools_of
 
 SIDEBAR_PAGE_SIZE = 30
 
@@ -138,11 +138,12 @@ def _conversation_context(request: HttpRequest, session: Session | None) -> dict
             "title": "New chat",
         }
     else:
-        used = tools_by_run(session)
+        runs = list(session.runs.order_by("position"))
+        used, waiting = tools_of(session, runs)
         context |= {
             "runs": [
-                run_view(run, tools=used.get(str(run.run_id)))
-                for run in session.runs.order_by("position")
+                run_view(run, tools=used.get(str(run.run_id)), waiting=waiting.get(str(run.run_id)))
+                for run in runs
             ],
             "agent_name": session.agent.name,
             "current_id": session.session_id,

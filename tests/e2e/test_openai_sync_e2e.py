@@ -49,3 +49,34 @@ def test_a_bad_key_over_http_is_openais_401(live_server_url, upstream):
     with pytest.raises(openai.AuthenticationError) as refused:
         client.models.list()
     assert refused.value.body["code"] == "invalid_api_key"
+
+
+def test_the_sync_sdk_runs_a_client_tool_streamed_over_http(live_server_url, upstream, alice):
+    default_agent()
+    _, raw = create_token(alice, "script")
+    client = openai.OpenAI(base_url=f"{live_server_url}/v1", api_key=raw, max_retries=0)
+    tools = [{"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}]
+    upstream.script(Reply(tool_calls=[{"name": "now", "arguments": {}}]), Reply("It is noon."))
+    messages = [{"role": "user", "content": "What time is it?"}]
+
+    stream = client.chat.completions.create(
+        model="assistant", messages=messages, tools=tools, stream=True
+    )
+    calls = [
+        c for chunk in stream if chunk.choices for c in chunk.choices[0].delta.tool_calls or ()
+    ]
+    messages.append(
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": c.id, "type": "function", "function": c.function.model_dump()} for c in calls
+            ],
+        }
+    )
+    messages.append({"role": "tool", "tool_call_id": calls[0].id, "content": "12:00"})
+    answer = client.chat.completions.create(model="assistant", messages=messages, tools=tools)
+
+    assert [c.function.name for c in calls] == ["now"]
+    assert answer.choices[0].message.content == "It is noon."
+    run = Run.objects.get()
+    assert (run.status, run.content, run.source) == ("COMPLETED", "It is noon.", "openai")

@@ -79,9 +79,11 @@ async def test_a_call_of_a_client_tool_is_returned_and_its_result_goes_on_with_t
     assert second.choices[0].finish_reason == "stop"
     assert second.id != first.id
     assert again.headers["x-parley-run-id"] == str(run.run_id)  # the same run went on
+    # The model is sent its own ids; the client's name the run as well.
+    assert call.id == f"call_{run.run_id.hex}_upstream_1"
     sent = upstream.requests[1]["messages"]
-    assert sent[-2]["tool_calls"][0]["id"] == call.id
-    assert sent[-1] == {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 °C"}
+    assert sent[-2]["tool_calls"][0]["id"] == "upstream_1"
+    assert sent[-1] == {"role": "tool", "tool_call_id": "upstream_1", "content": "Sunny, 21 °C"}
     run = await Run.objects.aget()
     assert (run.status, run.content, run.position) == ("COMPLETED", "It is sunny in Rome.", 1)
     rows = [
@@ -91,7 +93,7 @@ async def test_a_call_of_a_client_tool_is_returned_and_its_result_goes_on_with_t
     assert rows == [
         ("user", "What is the weather in Rome?", ""),
         ("assistant", "", ""),
-        ("tool", "Sunny, 21 °C", call.id),
+        ("tool", "Sunny, 21 °C", "upstream_1"),
         ("assistant", "It is sunny in Rome.", ""),
     ]
 
@@ -195,7 +197,8 @@ async def test_the_agents_own_tools_run_in_the_round_and_only_the_clients_are_re
         "get_weather",
     ]
     assert sent[-2]["tool_call_id"] == "u1" and "city" in sent[-2]["content"]
-    assert sent[-1] == {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 °C"}
+    assert sent[-1] == {"role": "tool", "tool_call_id": "u2", "content": "Sunny, 21 °C"}
+    assert call.id.endswith("_u2")
     run = await Run.objects.select_related("session").aget()
     assert run.session.session_state == {"city": "Rome"}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.management import call_command
 
 from evals_app.models import Score, Trial, TrialStatus
@@ -21,12 +22,23 @@ from serving.children import free_port
 from serving.embedded import EmbeddedModel, EmbeddedModelError
 from serving.nginx import find_nginx
 from sessions_app import engine
+from sessions_app.accounts import create_token
 from sessions_app.engine.errors import CUT
-from sessions_app.models import Agent, CallKind, LLMCall, NameSource, RunStatus, Session, User
+from sessions_app.models import (
+    Agent,
+    CallKind,
+    LLMCall,
+    NameSource,
+    Run,
+    RunStatus,
+    Session,
+    User,
+)
 from sessions_app.services import memory, versions
 from sessions_app.services.sessions import default_session_name
 from tests.conftest import ROOT, subprocess_env
 from tests.evals import factories
+from tests.openai.conftest import sdk
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +97,51 @@ async def test_a_long_answer_stops_at_the_cap_and_completes_saying_so(alice, on_
     assert run.status == RunStatus.COMPLETED
     assert run.content.strip() and run.error == CUT
     assert run.output_tokens <= 6  # counted again with the model's tokenizer
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city now.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_client_tool_the_embedded_model_calls_is_returned_and_its_result_goes_on(
+    alice, on_embedded, settings
+):
+    # llama-cpp-python repeats the tool's name in every delta, and refuses `content: null`.
+    settings.PARLEY_EMBEDDED_MAX_TOKENS = 48
+    _, key = await sync_to_async(create_token)(alice, "sdk")
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    forced = {"type": "function", "function": {"name": "get_weather"}}
+    async with sdk(key) as client:
+        raw = await client.chat.completions.with_raw_response.create(
+            model="assistant", messages=ask, tools=[WEATHER], tool_choice=forced
+        )
+        first = raw.parse()
+        [call] = first.choices[0].message.tool_calls
+        assert (first.choices[0].finish_reason, call.function.name) == ("tool_calls", "get_weather")
+
+        result = {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 °C"}
+        history = [*ask, first.choices[0].message.model_dump(exclude_none=True), result]
+        raw_next = await client.chat.completions.with_raw_response.create(
+            model="assistant", messages=history, tools=[WEATHER]
+        )
+
+    answer = raw_next.parse().choices[0]
+    assert answer.finish_reason in ("stop", "length") and answer.message.content.strip()
+    run_id = raw.headers["X-Parley-Run-Id"]
+    assert raw_next.headers["X-Parley-Run-Id"] == run_id
+    run = await Run.objects.aget(pk=run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
 
 
 def _children(pid: int) -> list[int]:
