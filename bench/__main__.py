@@ -61,6 +61,8 @@ ALIASES = {
     "9": "evaluation",
     "10": "openai",
 }
+# Figures that, given --against-ref alone, set B beside A themselves.
+OWN_REF = (["evaluation"], ["openai"])
 # The whole benchmark stops here whatever happens, well after a full run on a slow machine.
 DEADLINE = 30 * 60.0
 
@@ -94,7 +96,8 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         metavar="REV",
         help="as --against, but the second Parley runs the code of this commit (from a git "
         "worktree, with a database of its own); with --against, also those settings; with "
-        "--only evaluation, fig 9's experiments run by this commit's code beside them",
+        "--only evaluation, fig 9's experiments run by this commit's code beside them; with "
+        "--only openai, fig 10's /v1 and SSE runs on it too, in the same rounds",
     )
     parser.add_argument(
         "--profile",
@@ -112,11 +115,12 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     if any(not name or not sep for name, sep, _ in settings):
         parser.error("--against takes NAME=VALUE settings")
     against = {name: value for name, _, value in settings}
-    # Fig 9 takes --against-ref itself: B's experiments run by the other commit's code.
-    if (against or args.against_ref) and only and (against or only != ["evaluation"]):
+    # Figs 9 and 10 take --against-ref themselves: B's experiments run by the other commit's
+    # code; B's door and REST API in the same rounds.
+    if (against or args.against_ref) and only and (against or only not in OWN_REF):
         parser.error(
             "--against and --against-ref run their own comparison; leave out --only "
-            "(or give --against-ref with --only evaluation)"
+            "(or give --against-ref with --only evaluation, or --only openai)"
         )
     opts = Options(
         quick=args.quick,
@@ -147,8 +151,8 @@ def cpu_check() -> float:
 
 
 def _selected(opts: Options) -> list[str]:
-    if opts.against_ref and opts.only == ["evaluation"]:
-        return ["evaluation"]
+    if opts.against_ref and opts.only in OWN_REF:
+        return opts.only
     if opts.against or opts.against_ref:
         return ["compare"]
     return [name for name in FIGURES if name != "compare" and (not opts.only or name in opts.only)]

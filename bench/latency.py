@@ -37,7 +37,8 @@ from bench.stats import p50, p95
 
 TRANSPORTS = ("direct", "sse", "ws", "naive")
 REFERENCES = ("direct", "naive")
-# sse_b and ws_b: the same transports on a second Parley with other settings (bench/compare.py);
+# sse_b and ws_b: the same transports on a second Parley with other settings (bench/compare.py),
+# v1_b on one of another commit (bench/openai_door.py);
 # sse_d and ws_d: on Parley in its deployed shape, behind nginx (bench/deployed.py).
 LABELS = {
     "direct": "Direct",
@@ -45,6 +46,7 @@ LABELS = {
     "ws": "WS",
     "naive": "Naive WS",
     "v1": "/v1 (OpenAI)",
+    "v1_b": "/v1 (OpenAI) (B)",
     "sse_b": "SSE (B)",
     "ws_b": "WS (B)",
     "sse_d": "SSE",
@@ -124,6 +126,7 @@ SERVER = {
     "naive": "naive",
     "sse_b": "parley_b",
     "ws_b": "parley_b",
+    "v1_b": "parley_b",
     "sse_d": "deployed",
     "ws_d": "deployed",
 }

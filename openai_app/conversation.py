@@ -23,7 +23,6 @@ from openai_app.errors import OpenAIError
 from sessions_app.ids import is_session_id
 from sessions_app.models import Agent, Message, Role, Run, RunSource, RunStatus, Session, User
 from sessions_app.services import sessions as session_service
-from sessions_app.services.access import get_sessions_for_owner
 from sessions_app.services.sessions import SessionIdTaken
 
 Pair = tuple[str, str]  # a user turn and the answer the caller has for it
@@ -108,17 +107,14 @@ class Found:
     created: bool  # by this request
 
 
-def existing(user: User, named: str) -> Session | None:
-    """The caller's session of that id, with its agent; None if it is not theirs or not made
-    yet. OpenAIError 400 for an id that cannot be one."""
+def check_session_id(named: str) -> None:
+    """OpenAIError 400 for a named id that cannot be a session's."""
     if not is_session_id(named):
         raise OpenAIError(
             400,
             "A session id is letters, digits and . _ : - (up to 128 characters).",
             param="session_id",
         )
-    found = get_sessions_for_owner(user, [named])[0]
-    return None if isinstance(found, Exception) else found
 
 
 def refuse_taken(named: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from openai_app import agents, conversation
 from openai_app.errors import OpenAIError
 from sessions_app import engine
-from sessions_app.models import Agent, Run, User
+from sessions_app.models import Agent, Run, Session, User
 from sessions_app.services import statesize, tools
 from sessions_app.services.access import NotFound, get_run_for_owner
 
@@ -23,8 +23,12 @@ def place(
     metadata: dict[str, Any],
     tool_names: frozenset[str],
     user: User,
+    session: Session | None,
 ) -> engine.Placement:
-    session = conversation.existing(user, named) if named is not None else None
+    """`session`: the caller's session of the id `named`, as the engine read it with the
+    batch's others; None when there is none of theirs yet."""
+    if named is not None:
+        conversation.check_session_id(named)
     if session is not None and agents.named_by(session.agent, model):
         # A conversation going on: its session knows its agent.
         check_tools(session.agent, tool_names)

@@ -9,7 +9,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -135,7 +135,7 @@ def _options(chat: ChatRequest, **more: Any) -> engine.RunOptions:
 async def _start(raw: str, chat: ChatRequest, named: str | None) -> engine.RunHandle:
     """A new turn: a run in the session its conversation is."""
     turns = conversation.turns_of(chat.messages)
-    options = _options(chat, system=turns.system)
+    options = _options(chat, system=turns.system, named_session=named)
     where = (chat.model, turns, named, _metadata(chat), options.client_tools)
     options = dataclasses.replace(options, place=functools.partial(placement.place, *where))
     # The token is checked with the run's creation, as /api/runs checks it: one trip.
@@ -202,42 +202,54 @@ def _data(payload: dict[str, Any] | str) -> str:
     return f"data: {text}\n\n"
 
 
+ENDS = ("RunCompleted", "RunCancelled", "RunPaused", "RunError")
+DONE = _data("[DONE]")
+
+
 async def _chunks(handle: engine.RunHandle, chat: ChatRequest) -> AsyncIterator[str]:
-    """The run's events as chunks: the role first, a chunk per piece, the client's tool calls
-    if it paused for them, the finish, the usage when asked, `[DONE]`. A client that leaves
-    stops only this; the run goes on and is kept."""
-    created, usage, part = int(time.time()), chat.include_usage, shapes.Part.of(handle)
+    """The run's events as chunks: the role first, a chunk per piece, then its end (see
+    `_end`) and `[DONE]`. A client that leaves stops only this; the run goes on and is kept.
 
-    def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> str:
-        return _data(shapes.chunk(part, created, chat.model, delta, finish, usage))
+    Each write is a trip through Django, daphne and the socket, for every stream at once: the
+    end goes in one, so that a stream takes as many as the REST API's. The role goes at once,
+    as the REST API's RunStarted does: the client reads the headers while the model thinks."""
+    created, part = int(time.time()), shapes.Part.of(handle)
 
-    pieces = shapes.ContentChunks(part, created, chat.model, usage)
-    yield chunk({"role": "assistant", "content": "", "refusal": None})
+    def shape(delta: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
+        return shapes.chunk(part, created, chat.model, delta, finish, chat.include_usage)
+
+    pieces = shapes.ContentChunks(part, created, chat.model, chat.include_usage)
+    yield _data(shape({"role": "assistant", "content": "", "refusal": None}))
     async for event in handle.events(idle=KEEPALIVE_SECONDS):
         if event is None:
             yield ": keep-alive\n\n"
-            continue
-        kind = event["event"]
-        if kind == "RunContent":
+        elif event["event"] == "RunContent":
             yield pieces.data(event["content"])
-        elif kind in ("RunCompleted", "RunCancelled", "RunPaused"):
-            if kind == "RunPaused":
-                yield chunk({"tool_calls": shapes.tool_calls(event["tool_calls"], streamed=True)})
-                yield chunk({}, "tool_calls")
-            else:
-                yield chunk({}, shapes.finish_reason(event.get("error", "")))
-            if usage:
-                last = shapes.chunk(part, created, chat.model, None, None, True)
-                yield _data({**last, "usage": part.usage(event.get("metrics") or {})})
-            break
-        elif kind == "RunError":
-            # Mid-stream, the status line is long gone: OpenAI sends the error as an event.
-            yield _data(_run_failure(event.get("status", RunStatus.ERROR), event["error"]).body())
-            break
-    else:  # the events ended without the run's end: never pass that off as a whole answer
-        lost = OpenAIError(503, "The answer's stream ended early.", type="server_error")
-        yield _data(lost.body())
-    yield _data("[DONE]")
+        elif event["event"] in ENDS:
+            yield _end(event, shape, part, chat.include_usage) + DONE
+            return
+    # The events ended without the run's end: never pass that off as a whole answer.
+    lost = OpenAIError(503, "The answer's stream ended early.", type="server_error")
+    yield _data(lost.body()) + DONE
+
+
+def _end(
+    event: dict[str, Any], shape: Callable[..., dict[str, Any]], part: shapes.Part, usage: bool
+) -> str:
+    """A stream's last chunks: the client's tool calls if the run paused for them, the
+    finish, the usage when asked; or the error."""
+    kind = event["event"]
+    if kind == "RunError":
+        # Mid-stream, the status line is long gone: OpenAI sends the error as an event.
+        return _data(_run_failure(event.get("status", RunStatus.ERROR), event["error"]).body())
+    if kind == "RunPaused":
+        calls = shapes.tool_calls(event["tool_calls"], streamed=True)
+        ending = [shape({"tool_calls": calls}), shape({}, "tool_calls")]
+    else:
+        ending = [shape({}, shapes.finish_reason(event.get("error", "")))]
+    if usage:
+        ending.append({**shape(None), "usage": part.usage(event.get("metrics") or {})})
+    return "".join(_data(found) for found in ending)
 
 
 def _failure(exc: Exception, model: str = "") -> HttpResponse:

@@ -47,8 +47,12 @@ class RunOptions:
     sampling: dict[str, Any] = field(default_factory=dict)
     # Where the run goes, decided in the creation batch once the asker is known (the OpenAI
     # door: the agent its model names, the session its turns are): one trip to the database
-    # for both. In the ORM's thread; what it raises refuses the run.
-    place: Callable[[User], Placement] | None = None
+    # for both. In the ORM's thread, given the asker and the session `named_session` names if
+    # it is the asker's (else None); what it raises refuses the run.
+    place: Callable[[User, Session | None], Placement] | None = None
+    # The session id the ask names, for `place`: read with those the batch's other asks name,
+    # in one query for each asker.
+    named_session: str | None = None
     # The client's own tools (OpenAI's `tools`), offered beside the agent's: a call to one
     # pauses the run until the client sends its result (see continue_run).
     tools: list[dict[str, Any]] = field(default_factory=list)

@@ -314,6 +314,29 @@ async def test_the_raw_stream_is_openais_event_stream(alice_key, agent, upstream
     assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
 
 
+async def test_a_streams_role_comes_at_once_and_its_end_in_one_write(alice_key, agent, upstream):
+    # Every write costs the server a trip through Django, daphne and the socket: the end's
+    # chunks go together, as the REST API's RunCompleted is one.
+    upstream.script(Reply("Hi there.", first_delay=0.2))
+    client = ASGIClient({"Authorization": f"Bearer {alice_key}"})
+    body = {
+        "model": "assistant",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    response = await client.open("POST", "/v1/chat/completions", body)
+    writes = [chunk.decode() async for chunk in response.chunks()]
+
+    first = json.loads(writes[0].removeprefix("data: "))
+    assert first["choices"][0]["delta"]["role"] == "assistant"  # before the model answered
+    assert "Hi" in "".join(writes[1:-1])
+    end = writes[-1].split("\n\n")
+    assert end[-2:] == ["data: [DONE]", ""]
+    finish, usage = (json.loads(e.removeprefix("data: ")) for e in end[:-2])
+    assert finish["choices"][0]["finish_reason"] == "stop" and usage["usage"]["total_tokens"]
+
+
 async def test_a_browsers_cookie_is_no_key(alice, agent, upstream):
     signed_in = ASGIClient({"Cookie": (await cookie_for(alice)).decode()})
     for method, path, body in (

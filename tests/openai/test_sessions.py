@@ -186,3 +186,35 @@ async def test_two_first_turns_naming_one_new_session_at_once_make_one_session(c
     assert sorted(outcomes) in (["answered", "answered"], ["answered", "session_busy"])
     assert await Session.objects.acount() == 1
     assert len((await runs_by_session())["born-twice"]) == outcomes.count("answered")
+
+
+async def test_completions_at_once_into_named_sessions_read_them_in_one_query(client, settings):
+    from testkit.querycount import count_queries
+
+    settings.PARLEY_RUNS_PER_MINUTE = 10_000
+    names = [f"desk-{n}" for n in range(10)]
+
+    async def ask(name: str) -> None:
+        await client.chat.completions.create(
+            model="assistant",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"X-Parley-Session-Id": name},
+        )
+
+    await asyncio.gather(*(ask(name) for name in names))
+    with count_queries() as counted:
+        await asyncio.gather(*(ask(name) for name in names))
+
+    assert {name: len(runs) for name, runs in (await runs_by_session()).items()} == dict.fromkeys(
+        names, 2
+    )
+    # However the asks fell into creation batches, each batch checked its token once and read
+    # the named sessions twice: to place its runs, then with the runs' creation.
+    tokens = [sql for sql in counted.statements if 'FROM "sessions_app_apitoken"' in sql]
+    session_reads = [
+        sql
+        for sql in counted.statements
+        if sql.startswith('SELECT "sessions_app_session"."session_id", "sessions_app_session"."')
+        and '"sessions_app_session"."session_type"' in sql
+    ]
+    assert len(session_reads) == 2 * len(tokens), counted.described()
