@@ -7,7 +7,8 @@
     "#ff9da7", "#9c755f", "#bab0ac"];
   const FIXED = {
     COMPLETED: "#59a14f", ERROR: "#e15759", CANCELLED: "#f28e2b", INTERRUPTED: "#b07aa1",
-    RUNNING: "#4e79a7", PENDING: "#bab0ac", background: "#bab0ac", up: "#59a14f", down: "#e15759",
+    RUNNING: "#4e79a7", PENDING: "#bab0ac", PAUSED: "#76b7b2", background: "#bab0ac",
+    up: "#59a14f", down: "#e15759",
     p50: "#4e79a7", p95: "#f28e2b", chat: "#4e79a7",
   };
   const LINES = new Set(["first_token"]);
