@@ -623,6 +623,12 @@ def test_metrics_count_everyones_calls_only_for_staff_who_may_view_model_calls(w
 ASK = [{"role": "user", "content": "Hello"}]
 OPENAI_DOORS = [
     Case("GET", "v1/models", roles(401, 200, 200, 200, 200, 200)),
+    Case(
+        "GET",
+        "v1/models/<path:model>",
+        roles(401, 200, 200, 200, 200, 200),
+        url="v1/models/assistant",
+    ),
     # Everyone signed in talks to a listed agent, in a session of their own.
     Case("POST", "v1/chat/completions", API_SIGNED_IN, {"model": "assistant", "messages": ASK}),
     # Naming alice's session: only alice continues it; it is nobody else's, staff's neither.
