@@ -32,7 +32,7 @@ def place(
     if session is not None and agents.named_by(session.agent, model):
         # A conversation going on: its session knows its agent.
         check_tools(session.agent, tool_names)
-        return engine.Placement(session.agent_id, session.session_id)
+        return engine.Placement(session.agent_id, session.session_id, session=session)
     agent = agents.agent_for_model(user, model)
     if session is not None:
         raise OpenAIError(

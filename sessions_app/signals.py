@@ -7,11 +7,12 @@ never undoes a rating. Datasets' rules are its receiver (`datasets_app.hooks`).
 
 `run_finished`: runs' ends were stored, whatever they ended as (COMPLETED, ERROR, CANCELLED,
 INTERRUPTED, or PAUSED for their client's tools, a run that ends again once it goes on), by the
-engine that ran them or, for runs whose process died, by the one that reaped them. Sent on the engine's event loop once the ends are committed, runs that ended
-together at once, with `sender=Run`, `runs` (a queryset of them) and `statuses` ({run id:
-status}). Its receivers are awaited in a task of their own (`Signal.asend_robust`: async ones on
-the loop, sync ones in the ORM's thread), so none delays the answers' last events; a receiver's
-failure is logged and ends nothing. Live evaluation is its receiver (`evals_app.live`).
+engine that ran them or, for runs whose process died, by the one that reaped them. Sent on the
+engine's event loop once the ends are committed, runs that ended together at once, with
+`sender=Run`, `runs` (a queryset of them) and `statuses` ({run id: status}). Its receivers are
+awaited in a task of their own (`Signal.asend_robust`: async ones on the loop, sync ones in the
+ORM's thread), so none delays the answers' last events; a receiver's failure is logged and ends
+nothing. Live evaluation is its receiver (`evals_app.live`).
 """
 
 from __future__ import annotations

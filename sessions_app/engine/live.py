@@ -30,6 +30,8 @@ class Placement:
     agent_id: Any
     session_id: Any  # None: a new session, made with the run (as an ask without one)
     created: bool = False  # the session was made for this run: removed if the run is refused
+    # The asker's session, as the placement read it with the batch's others: not read again.
+    session: Session | None = None
     # A new session made with the run: its metadata, and its id when the caller chose one.
     metadata: dict[str, Any] = field(default_factory=dict)
     new_id: str | None = None

@@ -270,7 +270,14 @@ class _Creation:
             kinds = [_starts(live.ask) for live in runs]
             for live, refusal in zip(runs, ratelimit.refusals(user, kinds), strict=True):
                 live.refusal = refusal
-            existing = [live for live in runs if live.refusal is None and live.ask.session_id]
+            for live in runs:
+                if live.refusal is None and live.placed and live.placed.session:
+                    live.session = live.placed.session
+            existing = [
+                live
+                for live in runs
+                if live.refusal is None and live.ask.session_id and live.session is None
+            ]
             found = get_sessions_for_owner(user, [live.ask.session_id for live in existing])
             for live, session in zip(existing, found, strict=True):
                 if isinstance(session, Exception):
