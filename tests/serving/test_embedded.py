@@ -39,6 +39,7 @@ from sessions_app.services.sessions import default_session_name
 from tests.conftest import ROOT, subprocess_env
 from tests.evals import factories
 from tests.openai.conftest import sdk
+from tests.openai.test_client_tools import WEATHER
 
 
 @pytest.fixture(scope="module")
@@ -97,20 +98,6 @@ async def test_a_long_answer_stops_at_the_cap_and_completes_saying_so(alice, on_
     assert run.status == RunStatus.COMPLETED
     assert run.content.strip() and run.error == CUT
     assert run.output_tokens <= 6  # counted again with the model's tokenizer
-
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city now.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 @pytest.mark.django_db(transaction=True)
