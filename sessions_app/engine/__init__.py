@@ -1,7 +1,8 @@
 """The run engine: one user turn and the agent's answer, streamed, persisted, measured.
 
-A run's story, module by module: `start` checks the ask and writes the run and its messages in
-one transaction, with the plan of its model call (`plan`), sending that call ahead (`early`);
+A run's story, module by module: `start` checks the ask and batches it; `creation` writes the
+runs and their messages in one transaction, with the plan of each model call (`plan`), sending
+that call ahead (`early`);
 `generate` streams the answer in rounds of model calls and tool calls, merging pieces
 (`coalesce`) and saving as it goes (`store`); `cancel` stops it; a run that called its client's
 tools pauses, and `resume` goes on with it once their results come. A run's state is one `LiveRun`

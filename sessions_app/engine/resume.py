@@ -18,11 +18,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from sessions_app.engine import toolcalls
+from sessions_app.engine.creation import sampling_for
 from sessions_app.engine.errors import InputError, RunConflict
 from sessions_app.engine.live import Ask, LiveRun, Resume, RunOptions
 from sessions_app.engine.plan import Before, Plan
 from sessions_app.engine.registry import registry
-from sessions_app.engine.start import launch, sampling_for
+from sessions_app.engine.start import launch
 from sessions_app.models import CallKind, LLMCall, Message, Role, Run, RunStatus, Session, User
 from sessions_app.process import WORKER_ID
 from sessions_app.services import context, ratelimit, tools
