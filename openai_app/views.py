@@ -149,15 +149,14 @@ async def _go_on(raw: str, chat: ChatRequest, named: str | None) -> engine.RunHa
         message = "The tool messages must answer the tool calls of one response of Parley's."
         raise OpenAIError(400, message, param="messages", code="tool_call_not_found")
     run_id, results = found
-
     options = _options(chat)
 
-    def found() -> User:
+    def caller() -> User:
         user = _user(raw)
         placement.paused_run(user, chat.model, named, run_id, options.client_tools)
         return user
 
-    user = await in_db_thread(found)()
+    user = await in_db_thread(caller)()
     try:
         return await engine.continue_run(user, run_id, results, options=options)
     except engine.RunConflict as exc:  # answered already, stopped, or the session went on
