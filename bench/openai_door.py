@@ -24,7 +24,7 @@ def plan(bench: Bench) -> list[tuple[int, int]]:
     """(clients, rounds): an even number of rounds, so each goes first in half of them."""
     quick = bench.opts.quick
     _, _, many = latency.scenarios(bench)
-    return [(1, 4 if quick else 20), (many, 2 if quick else 6)]
+    return [(1, 4 if quick else 20), (many, 2 if quick else 16)]
 
 
 def sessions_needed(bench: Bench) -> int:
