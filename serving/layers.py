@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis
+import redis.asyncio as aioredis
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
 from redis.asyncio import BlockingConnectionPool
 
@@ -63,3 +64,8 @@ class RedisChannelLayer(_RedisChannelLayer):
         host.setdefault("max_connections", POOL_SIZE)
         host.setdefault("timeout", POOL_TIMEOUT)
         return BlockingConnectionPool.from_url(host.pop("address"), **host)
+
+    def redis_client(self) -> aioredis.Redis:
+        """A client of the layer's (first) Redis for Parley's own keys (events.followers), with
+        a pool of its own on the running loop."""
+        return aioredis.Redis(connection_pool=self.create_pool(0))

@@ -1,12 +1,16 @@
 """Events between processes, through the channel layer (Redis), when there are several.
 
 Each process has one channel, named after its worker id so that others can address it without a
-registry. The channel is in the group of every session that this process's subscribers watch;
-events published here go to the session's group, tagged with this process's id so that it skips
-its own copy. Through the same channel a process answers what a run of its own has streamed so
-far, and gets the answers to what it asked; other groups it joins (sign-ins, see `signout`) bring
-messages of other types to `handlers`. With the in-memory layer there is no other process
-and nothing passes through the layer: its sends copy every message and scan every group.
+registry. The channel is in the group of every session that this process's subscribers watch,
+and the process is listed as following it (`followers`). A run's events go to its session's
+group, tagged with this process's id so that it skips its own copy, only once another process
+follows the session: found when the run starts, or told by a follower asking what the run has
+streamed so far (`snapshot_of`). Sent late, a run's events go from its first: a follower keeps
+those it has not seen, by their seq. Through the same channel a process answers what a run of
+its own has streamed so far, and gets the answers to what it asked; other groups it joins
+(sign-ins, see `signout`) bring messages of other types to `handlers`. With the in-memory layer
+there is no other process and nothing passes through the layer: its sends copy every message
+and scan every group.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from sessions_app.events.stream import Event
+from sessions_app.events import followers
+from sessions_app.events.stream import Event, RunStream
 from sessions_app.process import WORKER_ID, being_cancelled
 
 log = logging.getLogger("parley.realtime")
@@ -41,10 +46,12 @@ def crosses_processes() -> bool:
 
 
 class _Membership:
-    """This process's channel in one session's group: how many subscribers want it, and the last
-    change sent (adds and discards go out in order, each after the one before)."""
+    """This process's channel in one group: how many subscribers want it, and the last change
+    sent (adds and discards go out in order, each after the one before). A session's group
+    comes with this process's entry among the session's followers."""
 
-    def __init__(self) -> None:
+    def __init__(self, session_id: str | None) -> None:
+        self.session_id = session_id
         self.count = 0
         self.change: asyncio.Task[None] | None = None
 
@@ -74,6 +81,8 @@ class Bridge:
         self._outbox: asyncio.Queue[Event] = asyncio.Queue()
         self._groups: dict[str, _Membership] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._followers = followers.for_layer(layer, WORKER_ID)
+        self._starting: asyncio.Queue[RunStream] = asyncio.Queue()
         # Events and replies come on a channel of this process's own; requests for snapshots
         # on the one named after its worker id, where other processes can address it.
         self._channel: asyncio.Future[str] = loop.create_future()
@@ -82,23 +91,45 @@ class Bridge:
             loop.create_task(self._receive(), name="parley-events-receive"),
             loop.create_task(self._serve_snapshots(), name="parley-events-snapshots"),
         ]
+        if self._followers is not None:
+            self._tasks += [
+                loop.create_task(self._find_followers(), name="parley-events-followers"),
+                loop.create_task(self._renew(), name="parley-events-renew"),
+            ]
 
     def forward(self, event: Event) -> None:
         """Queue an event for the other processes; one pump keeps the order."""
         self._bind()
         self._outbox.put_nowait(event)
 
+    def started(self, stream: RunStream) -> None:
+        """A run streams here: its events go across once another process follows its session
+        (asked of Redis in a moment, after its row was committed: a follower that joins later
+        finds the run and asks for it, see `send_across`)."""
+        self._bind()
+        if self._followers is None:
+            self.send_across(stream)
+        else:
+            self._starting.put_nowait(stream)
+
+    def send_across(self, stream: RunStream) -> None:
+        """From now on, and from its first event: what a follower has seen it skips by seq."""
+        if not stream.followed_elsewhere:
+            stream.followed_elsewhere = True
+            for event in stream.events:
+                self.forward(event)
+
     async def join(self, session_id: str) -> None:
         """Once this returns, events published anywhere in the session reach this process."""
-        await self.join_group(group_name(session_id))
+        await self.join_group(group_name(session_id), session_id)
 
     def leave(self, session_id: str) -> None:
         self.leave_group(group_name(session_id))
 
-    async def join_group(self, group: str) -> None:
+    async def join_group(self, group: str, session_id: str | None = None) -> None:
         """Once this returns, what is sent to the group anywhere reaches this process."""
         self._bind()
-        membership = self._groups.setdefault(group, _Membership())
+        membership = self._groups.setdefault(group, _Membership(session_id))
         membership.count += 1
         if membership.count == 1:
             membership.change = self._change(membership, "group_add", group)
@@ -119,12 +150,19 @@ class Bridge:
             membership.change = self._change(membership, "group_discard", group)
 
     def _change(self, membership: _Membership, method: str, group: str) -> asyncio.Task:
-        previous, layer = membership.change, self._layer
+        previous, layer, registry = membership.change, self._layer, self._followers
+        session_id = membership.session_id
 
         async def change() -> None:
             if previous is not None:
                 await asyncio.gather(previous, return_exceptions=True)
             await getattr(layer, method)(group, await self._channel)
+            if registry is not None and session_id is not None:
+                # Listed once in the group: whatever a run sends from then on reaches us.
+                if method == "group_add":
+                    await registry.add([session_id])
+                else:
+                    await registry.remove(session_id)
 
         task = asyncio.get_running_loop().create_task(change(), name=f"parley-events-{method}")
         task.add_done_callback(_log_failure)
@@ -179,6 +217,40 @@ class Bridge:
                     raise asyncio.CancelledError from None
                 log.exception("could not forward an event")
 
+    async def _find_followers(self) -> None:
+        """For the runs started since the last look, whether others follow their sessions: all
+        in one trip to Redis. When Redis cannot tell, the events go across."""
+        while True:
+            streams = [await self._starting.get()]
+            while not self._starting.empty():
+                streams.append(self._starting.get_nowait())
+            assert self._followers is not None
+            try:
+                found = await self._followers.elsewhere([s.session_id for s in streams])
+            except Exception:
+                if being_cancelled():
+                    raise asyncio.CancelledError from None
+                log.exception("could not tell who follows the sessions of starting runs")
+                found = [True] * len(streams)
+            for stream, followed in zip(streams, found, strict=True):
+                if followed:
+                    self.send_across(stream)
+
+    async def _renew(self) -> None:
+        """Keep this process listed among the followers of the sessions it follows."""
+        assert self._followers is not None
+        while True:
+            await asyncio.sleep(followers.RENEW_EVERY)
+            try:
+                await self._followers.add(self._followed())
+            except Exception:
+                if being_cancelled():
+                    raise asyncio.CancelledError from None
+                log.exception("could not renew this process's entries among followers")
+
+    def _followed(self) -> list[str]:
+        return [m.session_id for m in self._groups.values() if m.count and m.session_id]
+
     async def _receive(self) -> None:
         layer = self._layer
         channel = await layer.new_channel()
@@ -211,12 +283,14 @@ class Bridge:
     async def _rejoin(self, layer: Any, channel: str) -> None:
         watched = [name for name, membership in self._groups.items() if membership.count]
         await asyncio.gather(*(layer.group_add(name, channel) for name in watched))
+        if self._followers is not None:
+            await self._followers.add(self._followed())
 
     async def _handle(self, layer: Any, message: dict[str, Any]) -> None:
         kind = message.get("type")
         if kind == "event" and message.get("origin") != WORKER_ID:
             self.deliver(message["event"])
-        elif kind == "snapshot.request":
+        elif kind == "snapshot.request":  # another process follows the run from now on
             reply = {**self.snapshot_of(message["run_id"]), "nonce": message.get("nonce")}
             await layer.send(message["reply_to"], {**reply, "type": "snapshot.reply"})
         elif kind == "snapshot.reply":

@@ -60,11 +60,15 @@ class Hub:
         stream = RunStream(run_id, session_id, self.publish, seq_from=seq_from, said=said)
         self.streams[run_id] = stream
         self.ended.pop(run_id, None)
+        if crosses_processes():
+            self.bridge.started(stream)
         return stream
 
-    def publish(self, event: Event) -> None:
+    def publish(self, event: Event, stream: RunStream | None = None) -> None:
+        """`stream`: the run's, when it streams here (its events cross only when followed
+        elsewhere); else an event of the session, or news of a run from nowhere else."""
         self.deliver(event)
-        if crosses_processes():
+        if crosses_processes() and (stream is None or stream.followed_elsewhere):
             self.bridge.forward(event)
         if event["event"] in TERMINAL_EVENTS:
             stream = self.streams.pop(uuid.UUID(event["run_id"]), None)
@@ -82,9 +86,11 @@ class Hub:
         return self.streams.get(key) or self.ended.get(key)
 
     def snapshot_of(self, run_id: str) -> dict[str, Any]:
+        """What a run of ours streamed so far, for a process that follows it from now on."""
         stream = self.streams.get(uuid.UUID(run_id))
         if stream is None:
             return {"run_id": run_id, "found": False}
+        self.bridge.send_across(stream)
         return {
             "run_id": run_id,
             "found": True,

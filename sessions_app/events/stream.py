@@ -19,7 +19,7 @@ class RunStream:
         self,
         run_id: uuid.UUID,
         session_id: str,
-        deliver: Callable[[Event], None],
+        deliver: Callable[[Event, RunStream], None],
         *,
         seq_from: int = 0,
         said: str = "",
@@ -31,6 +31,8 @@ class RunStream:
         self.said = said
         self.events: list[Event] = []
         self.finished = False
+        # Whether its events go to other processes: only once one follows its session.
+        self.followed_elsewhere = False
         self._deliver = deliver  # to this process's subscribers, and on to other processes
 
     @property
@@ -48,7 +50,7 @@ class RunStream:
         self.events.append(event)
         if event_type in TERMINAL_EVENTS:
             self.finished = True
-        self._deliver(event)
+        self._deliver(event, self)
         return event
 
     def content_so_far(self) -> str:
