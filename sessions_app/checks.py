@@ -34,6 +34,23 @@ def check_production_settings(app_configs: Any = None, **kwargs: Any) -> list[Er
     return errors
 
 
+@register()
+def check_stale_run_window(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """A run is judged dead after PARLEY_STALE_RUN_AFTER without a heartbeat: shorter than three
+    beats, one late beat (a busy host, a slow database) would end runs that are alive."""
+    beat, window = settings.PARLEY_HEARTBEAT_INTERVAL, settings.PARLEY_STALE_RUN_AFTER
+    if window >= 3 * beat:
+        return []
+    return [
+        Error(
+            f"PARLEY_STALE_RUN_AFTER ({window:g} s) is shorter than three heartbeats "
+            f"(PARLEY_HEARTBEAT_INTERVAL is {beat:g} s): live runs would be ended as dead.",
+            hint=f"Set PARLEY_STALE_RUN_AFTER to {3 * beat:g} or more, or beat more often.",
+            id="parley.E3",
+        )
+    ]
+
+
 @register(Tags.security, deploy=True)
 def check_security_as_stock(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Django's security checks, run as if MIDDLEWARE were the stock classes that

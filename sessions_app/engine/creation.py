@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from sessions_app.engine import early
+from sessions_app.engine import dbclock, early
 from sessions_app.engine.live import Ask, LiveRun
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
@@ -186,7 +186,7 @@ class Creation:
                 model=live.agent.model or settings.LLM_MODEL,
                 model_provider=llm.provider_name(),
                 worker=WORKER_ID,
-                heartbeat_at=self.now,
+                heartbeat_at=dbclock.now(),
             )
             for live in admitted
         ]

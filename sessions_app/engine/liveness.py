@@ -4,7 +4,8 @@ Each process vouches for its active runs with one UPDATE per heartbeat interval 
 per token), and at the same beat looks for runs of other processes that died. A run of this host
 is dead when its process is gone (its heartbeat may be late for a live process, as while the
 database was away); a run of another host, when nobody has vouched for it for
-PARLEY_STALE_RUN_AFTER seconds, counted only while this process's own beats reach the database.
+PARLEY_STALE_RUN_AFTER seconds, counted only while this process's own beats reach the database,
+and by the database's clock (`dbclock`), not by any host's.
 A reaped run's viewers are told, wherever they watch.
 """
 
@@ -24,6 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app import signals
+from sessions_app.engine import dbclock
 from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.engine.errors import INTERRUPTED
 from sessions_app.engine.registry import registry
@@ -60,7 +62,7 @@ Reaped = tuple[Any, Any]  # (run id, session id)
 def reap_stale_runs(*, session_id: Any = None) -> list[Reaped]:
     """Mark INTERRUPTED the active runs whose process is gone; which ones. Their viewers learn
     of it from `announce`."""
-    stale_before = timezone.now() - timedelta(seconds=settings.PARLEY_STALE_RUN_AFTER)
+    stale_before = dbclock.now() - timedelta(seconds=settings.PARLEY_STALE_RUN_AFTER)
     candidates = Run.objects.filter(status__in=ACTIVE_STATUSES)
     if session_id is not None:
         candidates = candidates.filter(session_id=session_id)
@@ -142,9 +144,11 @@ def _beats_reach_database() -> bool:
 
 async def _beat(reap_now: bool) -> None:
     if reap_now:
+        await _unless_failed(in_db_thread(dbclock.measure)(), "reading the database's clock failed")
         await _unless_failed(reap_and_announce(), "reaping stopped processes' runs failed")
     while True:
         await asyncio.sleep(settings.PARLEY_HEARTBEAT_INTERVAL)
+        await _unless_failed(in_db_thread(dbclock.measure)(), "reading the database's clock failed")
         cancelled = await _unless_failed(_vouch(registry.ids()), "heartbeat failed")
         for pk in cancelled or ():
             registry.cancel_local(pk)
@@ -171,7 +175,7 @@ async def _vouch(ids: list[Any]) -> list[Any]:
     if not ids:
         return []
     await Run.objects.filter(pk__in=ids, status=RunStatus.RUNNING).aupdate(
-        heartbeat_at=timezone.now()
+        heartbeat_at=dbclock.now()
     )
     return [
         pk

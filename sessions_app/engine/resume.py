@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions_app.engine import toolcalls
+from sessions_app.engine import dbclock, toolcalls
 from sessions_app.engine.creation import sampling_for
 from sessions_app.engine.errors import InputError, RunConflict
 from sessions_app.engine.live import Ask, LiveRun, Resume, RunOptions
@@ -158,7 +158,7 @@ def _take_up(run: Run) -> None:
     taken = Run.objects.filter(pk=run.pk, status=run.status).update(
         status=RunStatus.RUNNING,
         worker=WORKER_ID,
-        heartbeat_at=timezone.now(),
+        heartbeat_at=dbclock.now(),
         cancel_requested=False,
         finished_at=None,
         error="",

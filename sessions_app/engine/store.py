@@ -20,7 +20,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from sessions_app import signals
-from sessions_app.engine import toolcalls
+from sessions_app.engine import dbclock, toolcalls
 from sessions_app.engine.live import LiveRun
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry
@@ -151,7 +151,7 @@ def _save_checkpoints(items: list[tuple[uuid.UUID, str, int]]) -> list[bool]:
     """Every due checkpoint in one transaction: which runs may go on (still running, and not
     asked to stop by another process). One conditional UPDATE each: a bulk update's CASE per
     column and row costs Django more to build than separate statements cost to run."""
-    now = timezone.now()
+    now = dbclock.now()
     with transaction.atomic() if len(items) > 1 else contextlib.nullcontext():
         return [
             bool(

@@ -13,7 +13,7 @@ from io import StringIO
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.management import call_command
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, SystemCheckError
 from django.test import Client
 from django.utils import timezone
 
@@ -86,6 +86,15 @@ def test_production_refuses_the_development_secret_key(settings):
     settings.SECRET_KEY = "a-real-secret"
     settings.REDIS_URL = "redis://127.0.0.1:6379/0"
     assert check_production_settings() == []
+
+
+def test_serving_refuses_a_stale_run_window_shorter_than_three_heartbeats(settings):
+    settings.PARLEY_HEARTBEAT_INTERVAL = 10.0
+    settings.PARLEY_STALE_RUN_AFTER = 25.0
+    with pytest.raises(SystemCheckError, match=r"parley.E3.*shorter than three heartbeats"):
+        call_command("check")
+    settings.PARLEY_STALE_RUN_AFTER = 30.0
+    call_command("check", stdout=StringIO())
 
 
 @pytest.mark.django_db

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 import tempfile
@@ -14,6 +15,7 @@ from typing import Any
 from daphne.cli import CommandLineInterface
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, connection
 from twisted.internet import defer, reactor
 from twisted.internet.error import ReactorNotRunning
 
@@ -24,6 +26,9 @@ from serving.layers import redis_problem
 from serving.listening import daphne_endpoint, daphne_socket_limits
 from serving.workers import Child, Supervisor, Worker
 from sessions_app import engine
+from sessions_app.engine import dbclock
+
+log = logging.getLogger("parley.serve")
 
 # What serve's own options and the embedded model decide for each worker, not the environment;
 # and the admin's first password, which only ensure_admin reads.
@@ -215,6 +220,7 @@ def run_daphne(host: str, port: int, watch: ModelWatch | None = None) -> None:
     engine starts, its heartbeat's first beat reaping the runs of processes that died; before
     the loop stops (SIGTERM, SIGINT), the engine stops, storing the answers streaming here.
     A model that cannot be kept running (`watch`) stops daphne as SIGTERM would."""
+    read_database_clock()
     # A call of the reactor's loop (its first turn), not one before it runs, like callWhenRunning.
     reactor.callLater(0, engine.lifespan.start, reap_now=True)
     if watch is not None:
@@ -225,6 +231,16 @@ def run_daphne(host: str, port: int, watch: ModelWatch | None = None) -> None:
     if settings.PARLEY_PROXY_HEADERS:
         arguments.append("--proxy-headers")
     CommandLineInterface().run([*arguments, "project.asgi:application"])
+
+
+def read_database_clock() -> None:
+    """Before the first run is stamped with it (the heartbeat reads it again at each beat)."""
+    try:
+        dbclock.measure()
+    except DatabaseError as exc:
+        log.warning("could not read the database's clock at start: %s", exc)
+    finally:
+        connection.close()  # this thread's; runs use the engine's database thread
 
 
 def stop_engine() -> defer.Deferred:
