@@ -178,6 +178,8 @@ def setup(bench: Bench, figures: list[str]) -> None:
             needed += compare.sessions_needed(bench)
         if "openai" in figures:
             needed += openai_door.sessions_needed(bench)
+        if "deployed" in figures:  # one process, beside the deployed shape
+            needed += deployed.sessions_needed(bench)
         fixtures = ["fixtures", "--sessions", str(needed), "--models", *models]
         data = stack.helper(*fixtures)
         bench.token, bench.cookie = data["token"], data["cookie"]

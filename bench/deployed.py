@@ -1,6 +1,8 @@
 """Figure 1d: fig 1's rounds with Parley in its deployed shape, `manage.py serve --workers N`:
-nginx in front of one daphne process per core, on PostgreSQL and Redis, against Direct measured
-in the same rounds by the same clients.
+nginx in front of one daphne process per core, on PostgreSQL and Redis, against Direct and
+against Parley as one process (fig 1's, on `--db`'s database), measured in the same rounds by
+the same clients. What the shape costs is its CPU per run over one process's, and its first
+token at many fast clients against one process's.
 
 The paced rounds at one client are left out: the fast ones already give what the hop through
 nginx adds at one client, and they would take two minutes more. So is Naive, which fig 1 sets
@@ -10,14 +12,18 @@ beside one process.
 from __future__ import annotations
 
 import os
+import statistics
 
 from tqdm import tqdm
 
 from bench import latency
 from bench.context import Bench, Fixtures
+from bench.report import Row
 
 SERVER = "deployed"
-TRANSPORTS = ("direct", "sse_d", "ws_d")
+TRANSPORTS = ("direct", "sse", "ws", "sse_d", "ws_d")
+ONE_PROCESS = {"sse_d": "sse", "ws_d": "ws"}
+CPU_WITHIN = 1.3  # deployed CPU per run, at most this many times one process's
 
 
 def workers() -> int:
@@ -52,6 +58,31 @@ def start(bench: Bench, models: list[str]) -> None:
     stack.start_serve(SERVER, workers(), **env)
 
 
+def _against_one_process(
+    bench: Bench, where: str, series: dict[str, latency.Series], first_token: bool
+) -> None:
+    """Each deployed transport beside the same on one process: CPU per run, and with
+    `first_token` (many fast clients) the median of each batch's first-token p95."""
+    for mine, one in ONE_PROCESS.items():
+        ours, theirs = series[mine], series[one]
+        if not ours.results or not theirs.results:
+            continue
+        label, ref = latency.LABELS[mine], f"{latency.LABELS[one]} one process"
+        cpu, ref_cpu = ours.cpu_per_run(), theirs.cpu_per_run()
+        bench.add(
+            Row("1d", f"server CPU per run {label} · {where}", "ms", (cpu, None), ref,
+                (ref_cpu, None), target=f"≤ {CPU_WITHIN:.1f} × one process",
+                passed=cpu <= CPU_WITHIN * ref_cpu)
+        )  # fmt: skip
+        if first_token and ours.ttft() and theirs.ttft():
+            a, r = ours.ttft_p95_by_batch(), theirs.ttft_p95_by_batch()
+            bench.add(
+                Row("1d", f"TTFT {label} · median of batch p95 · {where}", "ms",
+                    latency.pair(a), ref, latency.pair(r), target="≤ 1.00 × one process",
+                    passed=statistics.median(a) <= statistics.median(r))
+            )  # fmt: skip
+
+
 async def run(bench: Bench) -> None:
     steps, n = plan(bench), workers()
     bench.note(
@@ -70,6 +101,7 @@ async def run(bench: Bench) -> None:
             where = latency.where(scenario, clients, f"{n} workers")
             # The product's goal for the deployed shape is at many streams only.
             latency.rows(bench, "1d", where, series, clients == 1, solo_target=False)
+            _against_one_process(bench, where, series, clients > 1 and not scenario.delay)
     finally:
         bar.close()
         # Its processes leave the machine to the figures after it.

@@ -49,8 +49,8 @@ LABELS = {
     "v1_b": "/v1 (OpenAI) (B)",
     "sse_b": "SSE (B)",
     "ws_b": "WS (B)",
-    "sse_d": "SSE",
-    "ws_d": "WS",
+    "sse_d": "SSE deployed",
+    "ws_d": "WS deployed",
 }
 
 

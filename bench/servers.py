@@ -262,7 +262,9 @@ class Stack:
         use of it)."""
         pid = self.pid(name)
         if name not in self.serves:
-            return {pid: "daphne"}
+            # On PostgreSQL, its database's backends work for it, as they do for a serve.
+            backends = _pg_backends(PG_NAME) if self.db == "postgres" and name == "parley" else []
+            return {pid: "daphne", **{p: "PostgreSQL" for p in backends}}
         found = {pid: "serve"}
         children = descendants(pid)
         daphnes = sorted(p for p in children if command_name(p).startswith("python"))
