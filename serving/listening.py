@@ -1,5 +1,5 @@
 """Where daphne listens: one endpoint string, used by `manage.py serve`, the deployment example
-and the benchmark alike.
+and the benchmark alike; for the workers of `serve --workers N`, a unix socket.
 
 Daphne's `--bind`/`--port` listen with Twisted's default queue of 50 pending connections. A
 burst of new clients larger than that, arriving while the event loop is busy, overflows it: the
@@ -18,6 +18,12 @@ def daphne_endpoint(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> str:
     escaped, as the description's own separators are colons."""
     interface = host.strip("[]").replace(":", r"\:")
     return f"tcp:port={port}:interface={interface}:backlog={backlog}"
+
+
+def daphne_unix_endpoint(path: str, backlog: int = LISTEN_BACKLOG) -> str:
+    """A unix socket at `path` (any stale one left by a process that died is removed first).
+    Readable and writable by all: the directory it is in decides who reaches it."""
+    return f"unix:address={path}:mode=666:lockfile=0:backlog={backlog}"
 
 
 def daphne_socket_limits(max_message_bytes: int) -> list[str]:

@@ -5,6 +5,7 @@ deploy/nginx, and the command that runs it unprivileged, in the foreground, as a
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import string
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ SEARCH_PATH = "/usr/sbin:/usr/local/sbin:/usr/local/nginx/sbin"
 # nginx lets bodies this much over PARLEY_MAX_REQUEST_BYTES through, for Parley to refuse with
 # its own answer (JSON on the API) that names the limit; larger ones nginx refuses itself.
 BODY_SLACK = 1_048_576
+# Who nginx's workers run as when its master runs as root (its default; nothing sets another).
+WORKERS_USER = "nobody"
 
 
 class NginxConfigError(ValueError):
@@ -33,6 +36,15 @@ def accepted_body_size(limit: int | None) -> int:
     """nginx's client_max_body_size in front of Parley refusing bodies over `limit`; 0, nginx's
     "no limit", when Parley has none."""
     return 0 if limit is None else limit + BODY_SLACK
+
+
+def let_in(directory: Path) -> None:
+    """Give nginx's workers, and nobody else, the way into `directory` (mode 0700). Started as
+    root, they run as another user (Debian's build: nobody), who then owns it."""
+    directory.chmod(0o700)
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam(WORKERS_USER)
+        os.chown(directory, entry.pw_uid, entry.pw_gid)
 
 
 def address(host: str, port: int) -> str:

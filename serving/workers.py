@@ -1,17 +1,22 @@
 """`serve --workers N`: N daphne processes and nginx in front of them, children of one process
 that watches them.
 
-A daphne that dies is started again on its port, nginx sending its requests to the others
-meanwhile, as an operator expects of a server with workers; the runs it was streaming are
-interrupted by the others (see sessions_app/engine/liveness.py). A worker that dies again and
-again right after starting, or nginx dying, stops everything, and serve exits non-zero for the
-service manager to see. SIGINT or SIGTERM stops everything, nginx first. Each child is in a
-session of its own, so a Ctrl-C reaches only serve, which stops them in that order, and gets
-SIGTERM should serve itself be killed.
+Each daphne listens on a unix socket in a directory only serve's user (or, started as root,
+nginx's workers' user) may enter: no other local user can reach a worker, or take its place
+while it restarts, as one could take a loopback port. A daphne that dies is started again on
+its socket, nginx sending its requests to the others meanwhile, as an operator expects of a
+server with workers; the runs it was streaming are interrupted by the others (see
+sessions_app/engine/liveness.py). A worker that dies again and again right after starting, or
+nginx dying, stops everything, and serve exits non-zero for the service manager to see. SIGINT
+or SIGTERM stops everything, nginx first. Each child is in a session of its own, so a Ctrl-C
+reaches only serve, which stops them in that order, and gets SIGTERM should serve itself be
+killed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -67,16 +72,25 @@ class Child:
 
 
 class Worker(Child):
-    def __init__(self, name: str, command: list[str], env: dict[str, str], cwd: Path, port: int):
+    def __init__(
+        self, name: str, command: list[str], env: dict[str, str], cwd: Path, path: Path
+    ) -> None:
         super().__init__(name, command, env, cwd)
-        self.port = port
+        self.path = path  # its unix socket
+
+    def start(self) -> None:
+        with contextlib.suppress(FileNotFoundError):  # left by the process it replaces
+            os.unlink(self.path)
+        super().start()
 
     def listening(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                return True
-        except OSError:
-            return False
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(1)
+            try:
+                sock.connect(str(self.path))
+            except OSError:
+                return False
+            return True
 
 
 class Supervisor:
@@ -115,7 +129,7 @@ class Supervisor:
             if worker.listening():
                 return True
             if time.monotonic() > deadline:
-                self.say(f"{worker.name} did not listen on port {worker.port} in time.")
+                self.say(f"{worker.name} did not listen on {worker.path} in time.")
                 return False
             time.sleep(0.1)
         return False

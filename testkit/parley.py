@@ -12,7 +12,8 @@ Usage::
 
     deployed = ParleyProcess(env, workers=2).start(healthy=True)
     deployed.base_url                    # nginx's
-    deployed.worker_urls()               # each daphne's own, as serve printed them
+    deployed.worker_sockets()            # each daphne's unix socket, as serve printed them
+    deployed.worker_urls()               # a loopback URL in front of each of those
     deployed.stop()
 """
 
@@ -30,10 +31,11 @@ from pathlib import Path
 import httpx
 
 from serving.children import free_port
+from testkit.unixrelay import UnixRelay
 
 ROOT = Path(__file__).resolve().parent.parent
-# serve --workers N names each daphne it starts, and its own URL, before it serves.
-WORKER_LINE = re.compile(r"^(worker \d+): daphne on (http://127\.0\.0\.1:\d+)/", re.MULTILINE)
+# serve --workers N names each daphne it starts, and its own socket, before it serves.
+WORKER_LINE = re.compile(r"^(worker \d+): daphne on unix:(\S+)$", re.MULTILINE)
 
 
 class ParleyProcess:
@@ -53,6 +55,7 @@ class ParleyProcess:
         self.workers = workers
         self.extra_args = list(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
+        self._relays: dict[Path, UnixRelay] = {}
         if log is None:  # removed with this object
             self._log_file = tempfile.NamedTemporaryFile(prefix="parley-serve-", suffix=".log")
             log = Path(self._log_file.name)
@@ -120,6 +123,9 @@ class ParleyProcess:
     def stop(self) -> None:
         """Ctrl-C, as a person stops it; killed if it has not stopped within 30 s."""
         process, self.process = self.process, None
+        for relay in self._relays.values():
+            relay.close()
+        self._relays.clear()
         if process is None or process.poll() is not None:
             return
         process.send_signal(signal.SIGINT)
@@ -143,10 +149,17 @@ class ParleyProcess:
     def url(self, path: str = "/", scheme: str = "http") -> str:
         return f"{scheme}://{self.host}:{self.port}{path}"
 
-    def worker_urls(self) -> list[str]:
-        """Each daphne's own base URL, in serve's order (none with one worker); the latest
+    def worker_sockets(self) -> list[Path]:
+        """Each daphne's unix socket, in serve's order (none with one worker); the latest
         start's, when it was started more than once."""
-        return list(dict(WORKER_LINE.findall(self.output())).values())
+        return [Path(p) for p in dict(WORKER_LINE.findall(self.output())).values()]
+
+    def worker_urls(self) -> list[str]:
+        """A base URL of its own for each daphne (a relay to its socket), in serve's order."""
+        for path in self.worker_sockets():
+            if path not in self._relays:
+                self._relays[path] = UnixRelay(path)
+        return [self._relays[path].url for path in self.worker_sockets()]
 
     def output(self) -> str:
         """Everything serve printed so far."""

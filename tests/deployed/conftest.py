@@ -5,8 +5,9 @@ package and stopped with everything it started.
 Fixtures, for plain ``def`` tests marked ``@pytest.mark.django_db(transaction=True)``:
 
 - ``deployed -> ParleyProcess``: the package's deployment, ``base_url`` (nginx) and
-  ``worker_urls()`` (each daphne's own loopback URL, so that a test can put a browser on one
-  process and a client on the other); the scripted model reset for the test.
+  ``worker_urls()`` (a loopback URL relayed to each daphne's unix socket, so that a test can
+  put a browser on one process and a client on the other); the scripted model reset for the
+  test.
 - ``serve_environment -> dict``: what it is started with, for a test that starts (and stops)
   one of its own with ``launch``.
 - ``browser``, ``log_in``: Debian's Chromium, as in tests/e2e.

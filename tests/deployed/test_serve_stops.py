@@ -4,6 +4,7 @@ is killed outright (its children get SIGTERM from the kernel then)."""
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -52,6 +53,15 @@ def running(pid: int) -> bool:
     return state != "Z"
 
 
+def answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as sock:
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+        return True
+
+
 def listening(url: str) -> bool:
     host, _, port = url.removeprefix("http://").partition(":")
     try:
@@ -68,8 +78,9 @@ def test_serve_stops_everything_it_started(serve_environment, tmp_path, signum):
     deployment = launch(serve_environment, tmp_path / "serve.log")
     assert deployment.process is not None
     started = descendants(deployment.process.pid)
-    # nginx's directory, which a serve that is killed leaves behind.
+    # nginx's directory and the workers' sockets', which a serve that is killed leaves behind.
     prefixes = [arg for pid in started for arg in prefix_of(pid)]
+    prefixes += sorted({str(path.parent) for path in deployment.worker_sockets()})
     try:
         # Two daphne workers, nginx's master process and its workers.
         assert len(started) >= 4, started
@@ -78,7 +89,8 @@ def test_serve_stops_everything_it_started(serve_environment, tmp_path, signum):
         wait_until(lambda: not any(map(running, started)), "every process serve started gone")
         if signum != signal.SIGKILL:
             assert code == 0, deployment.tail()
-        assert not any(map(listening, [deployment.base_url, *deployment.worker_urls()]))
+        assert not listening(deployment.base_url)
+        assert not any(map(answers, deployment.worker_sockets()))
     finally:
         deployment.stop()
         for pid in filter(running, started):  # left behind: this test's failure, not the next's
@@ -104,3 +116,19 @@ def test_serve_exits_1_when_nginx_cannot_listen(serve_environment):
     assert "Address already in use" in served.stderr
     assert "nginx exited (code 1); stopping." in served.stdout
     assert "CommandError: Parley stopped: a process it runs failed" in served.stderr
+
+
+def test_workers_listen_on_unix_sockets_no_other_user_can_reach(deployed):
+    """Not on loopback ports, which another local user could connect to, or take while a
+    worker restarts: on sockets in a directory only nginx's workers may enter."""
+    sockets = deployed.worker_sockets()
+    assert len(sockets) == 2 and all(map(answers, sockets))
+    (directory,) = {path.parent for path in sockets}
+    status = directory.stat()
+    assert status.st_mode & 0o777 == 0o700
+    assert status.st_uid == (pwd.getpwnam("nobody").pw_uid if os.geteuid() == 0 else os.getuid())
+    children = descendants(deployed.process.pid)
+    daphnes = [p for p in children if b"--socket" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert len(daphnes) == 2
+    tcp = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    assert not any(f"pid={pid}," in tcp for pid in daphnes), tcp

@@ -20,10 +20,10 @@ from twisted.internet import defer, reactor
 from twisted.internet.error import ReactorNotRunning
 
 from serving import nginx
-from serving.children import free_port, plain_environment
+from serving.children import plain_environment
 from serving.embedded import EmbeddedModel, EmbeddedModelError, ModelWatch
 from serving.layers import redis_problem
-from serving.listening import daphne_endpoint, daphne_socket_limits
+from serving.listening import daphne_endpoint, daphne_socket_limits, daphne_unix_endpoint
 from serving.workers import Child, Supervisor, Worker
 from sessions_app import engine
 from sessions_app.engine import dbclock
@@ -67,8 +67,13 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=os.getenv("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.getenv("PORT", "8000")))
         parser.add_argument("--workers", type=int, default=settings.PARLEY_WORKERS)
+        parser.add_argument(
+            "--socket", default="", help="listen on this unix socket instead (serve's workers)"
+        )
 
-    def handle(self, *args: Any, host: str, port: int, workers: int, **options: Any) -> None:
+    def handle(
+        self, *args: Any, host: str, port: int, workers: int, socket: str, **options: Any
+    ) -> None:
         if workers < 1:
             raise CommandError("--workers must be 1 or more.")
         nginx_path = check_several(workers) if workers > 1 else None
@@ -86,7 +91,7 @@ class Command(BaseCommand):
                 if options["verbosity"]:  # a worker of serve --workers says nothing of its own
                     self.stdout.write(f"Parley is serving on http://{nginx.address(host, port)}/")
                     self.advise(host)
-                run_daphne(host, port, watch)
+                run_daphne(host, port, watch, socket)
             else:
                 self.serve_several(workers, host, port, nginx_path, watch)
         finally:
@@ -120,25 +125,29 @@ class Command(BaseCommand):
     def serve_several(
         self, count: int, host: str, port: int, nginx_path: str, watch: ModelWatch | None
     ) -> None:
-        ports = [free_port() for _ in range(count)]
-        workers = [
-            Worker(f"worker {n}", worker_command(p), worker_environment(), settings.BASE_DIR, p)
-            for n, p in enumerate(ports, 1)
-        ]
-        with tempfile.TemporaryDirectory(prefix="parley-nginx-") as var:
+        with (
+            tempfile.TemporaryDirectory(prefix="parley-nginx-") as var,
+            tempfile.TemporaryDirectory(prefix="parley-workers-") as private,
+        ):
+            sockets = [Path(private) / f"worker-{n}.sock" for n in range(1, count + 1)]
+            workers = [
+                Worker(f"worker {n}", worker_command(s), worker_environment(), settings.BASE_DIR, s)
+                for n, s in enumerate(sockets, 1)
+            ]
+            nginx.let_in(Path(private))
             # Started as root, nginx's workers run as another user, and keep their temporary
             # files (large bodies and answers) here too.
             os.chmod(var, 0o755)
             proxy = nginx.Proxy(
                 listen=nginx.address(host, port),
-                workers=[nginx.address("127.0.0.1", p) for p in ports],
+                workers=[f"unix:{path}" for path in sockets],
                 static_root=Path(settings.STATIC_ROOT),
                 var=Path(var),
             )
             proxy.write_config()
             front = Child("nginx", proxy.command(nginx_path), plain_environment(), Path(var))
             for worker in workers:
-                self.stdout.write(f"{worker.name}: daphne on http://127.0.0.1:{worker.port}/")
+                self.stdout.write(f"{worker.name}: daphne on unix:{worker.path}")
             ready = f"Parley is serving on http://{nginx.address(host, port)}/ ({count} workers)"
             self.advise(host)
             supervisor = Supervisor(workers, front, self.stdout.write)
@@ -185,9 +194,9 @@ def allow_host(host: str) -> None:
         settings.ALLOWED_HOSTS.append(allowed)
 
 
-def worker_command(port: int) -> list[str]:
+def worker_command(path: Path) -> list[str]:
     manage = str(Path(settings.BASE_DIR) / "manage.py")
-    options = ["--workers", "1", "--host", "127.0.0.1", "--port", str(port), "--verbosity", "0"]
+    options = ["--workers", "1", "--socket", str(path), "--verbosity", "0"]
     return [sys.executable, manage, "serve", *options]
 
 
@@ -215,11 +224,12 @@ def worker_environment() -> dict[str, str]:
     return env
 
 
-def run_daphne(host: str, port: int, watch: ModelWatch | None = None) -> None:
+def run_daphne(host: str, port: int, watch: ModelWatch | None = None, path: str = "") -> None:
     """daphne in this process, on the endpoint of serving.listening. Once its loop runs, the run
     engine starts, its heartbeat's first beat reaping the runs of processes that died; before
     the loop stops (SIGTERM, SIGINT), the engine stops, storing the answers streaming here.
-    A model that cannot be kept running (`watch`) stops daphne as SIGTERM would."""
+    A model that cannot be kept running (`watch`) stops daphne as SIGTERM would. With `path`,
+    on that unix socket instead of host:port."""
     read_database_clock()
     # A call of the reactor's loop (its first turn), not one before it runs, like callWhenRunning.
     reactor.callLater(0, engine.lifespan.start, reap_now=True)
@@ -227,7 +237,8 @@ def run_daphne(host: str, port: int, watch: ModelWatch | None = None) -> None:
         watch.start(give_up=lambda: reactor.callFromThread(stop_reactor))
     reactor.addSystemEventTrigger("before", "shutdown", stop_engine)
     limits = daphne_socket_limits(settings.PARLEY_MAX_SOCKET_MESSAGE_BYTES)
-    arguments = ["--endpoint", daphne_endpoint(host, port), *limits]
+    endpoint = daphne_unix_endpoint(path) if path else daphne_endpoint(host, port)
+    arguments = ["--endpoint", endpoint, *limits]
     if settings.PARLEY_PROXY_HEADERS:
         arguments.append("--proxy-headers")
     CommandLineInterface().run([*arguments, "project.asgi:application"])
