@@ -13,6 +13,8 @@ from redis.asyncio import BlockingConnectionPool
 # Connections one process keeps to Redis, and how long an operation waits for a free one.
 POOL_SIZE = 100
 POOL_TIMEOUT = 20.0
+# Parley's own keys (events.followers): a batched read per moment and a write per join or leave.
+OWN_POOL_SIZE = 10
 
 
 def redis_layer(url: str) -> dict[str, Any]:
@@ -67,5 +69,10 @@ class RedisChannelLayer(_RedisChannelLayer):
 
     def redis_client(self) -> aioredis.Redis:
         """A client of the layer's (first) Redis for Parley's own keys (events.followers), with
-        a pool of its own on the running loop."""
-        return aioredis.Redis(connection_pool=self.create_pool(0))
+        a small pool of its own, closed with it."""
+        host = dict(self.hosts[0])
+        if "address" not in host:  # Sentinel
+            return aioredis.Redis.from_pool(super().create_pool(0))
+        host.update(max_connections=OWN_POOL_SIZE, timeout=POOL_TIMEOUT)
+        pool = BlockingConnectionPool.from_url(host.pop("address"), **host)
+        return aioredis.Redis.from_pool(pool)

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from sessions_app.engine import liveness
 from sessions_app.engine.registry import registry
-from sessions_app.events import drain
+from sessions_app.events import drain, forget
 from sessions_app.models import Run
 
 log = logging.getLogger("parley.runs")
@@ -94,6 +94,10 @@ async def stop(patience: float = STOP_PATIENCE) -> None:
         await _stop_heartbeat()
         with contextlib.suppress(TimeoutError):  # Redis away: viewers elsewhere see it on reload
             await drain()  # the runs' last events, on their way to other processes' viewers
+        try:
+            await forget()  # off the lists of sessions' followers: others stop sending here
+        except Exception:
+            log.exception("could not leave the lists of sessions' followers")
     finally:
         registry.close()
 

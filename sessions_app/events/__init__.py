@@ -6,7 +6,15 @@ any other (see `bridge`).
 Chat sockets whose sign-in ended (signed out, deactivated) are told through `accounts.signout`.
 """
 
-from sessions_app.events.hub import drain, hub, open_stream, publish_session, subscribe
+from sessions_app.events.hub import (
+    drain,
+    forget,
+    hub,
+    open_stream,
+    publish_session,
+    subscribe,
+    warm,
+)
 from sessions_app.events.stream import TERMINAL_EVENTS, Event, RunStream
 
 __all__ = [
@@ -14,8 +22,10 @@ __all__ = [
     "Event",
     "RunStream",
     "drain",
+    "forget",
     "hub",
     "open_stream",
     "publish_session",
     "subscribe",
+    "warm",
 ]

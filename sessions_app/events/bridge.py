@@ -2,15 +2,14 @@
 
 Each process has one channel, named after its worker id so that others can address it without a
 registry. The channel is in the group of every session that this process's subscribers watch,
-and the process is listed as following it (`followers`). A run's events go to its session's
-group, tagged with this process's id so that it skips its own copy, only once another process
-follows the session: found when the run starts, or told by a follower asking what the run has
-streamed so far (`snapshot_of`). Sent late, a run's events go from its first: a follower keeps
-those it has not seen, by their seq. Through the same channel a process answers what a run of
-its own has streamed so far, and gets the answers to what it asked; other groups it joins
-(sign-ins, see `signout`) bring messages of other types to `handlers`. With the in-memory layer
-there is no other process and nothing passes through the layer: its sends copy every message
-and scan every group.
+and the process is listed among that session's followers (`followers`). A run's events go to its
+session's group, tagged with this process's id so that it skips its own copy, once another
+process follows the session (`crossing`). Through the same channel a process answers what a run
+of its own has streamed so far, and gets the answers to what it asked; other groups it joins
+(sign-ins, see `signout`) bring messages of other types to `handlers`.
+
+With the in-memory layer there is no other process and nothing passes through the layer: its
+sends copy every message and scan every group.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Any
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from sessions_app.events import followers
+from sessions_app.events.crossing import Crossing
 from sessions_app.events.stream import Event, RunStream
 from sessions_app.process import WORKER_ID, being_cancelled
 
@@ -81,8 +81,9 @@ class Bridge:
         self._outbox: asyncio.Queue[Event] = asyncio.Queue()
         self._groups: dict[str, _Membership] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._close_followers()
         self._followers = followers.for_layer(layer, WORKER_ID)
-        self._starting: asyncio.Queue[RunStream] = asyncio.Queue()
+        self._crossing = Crossing(self._followers, self.forward) if self._followers else None
         # Events and replies come on a channel of this process's own; requests for snapshots
         # on the one named after its worker id, where other processes can address it.
         self._channel: asyncio.Future[str] = loop.create_future()
@@ -91,11 +92,18 @@ class Bridge:
             loop.create_task(self._receive(), name="parley-events-receive"),
             loop.create_task(self._serve_snapshots(), name="parley-events-snapshots"),
         ]
-        if self._followers is not None:
+        if self._crossing is not None:
             self._tasks += [
-                loop.create_task(self._find_followers(), name="parley-events-followers"),
+                loop.create_task(self._crossing.watch(), name="parley-events-crossing"),
                 loop.create_task(self._renew(), name="parley-events-renew"),
             ]
+
+    def _close_followers(self) -> None:
+        """The registry's client of a previous binding, closed if its loop is this one."""
+        previous = getattr(self, "_followers", None)
+        if previous is not None and self._loop is asyncio.get_running_loop():
+            task = self._loop.create_task(previous.close())
+            task.add_done_callback(_log_failure)
 
     def forward(self, event: Event) -> None:
         """Queue an event for the other processes; one pump keeps the order."""
@@ -107,17 +115,17 @@ class Bridge:
         (asked of Redis in a moment, after its row was committed: a follower that joins later
         finds the run and asks for it, see `send_across`)."""
         self._bind()
-        if self._followers is None:
-            self.send_across(stream)
+        if self._crossing is None:  # nobody to ask who follows: across, always
+            stream.crossing = True
         else:
-            self._starting.put_nowait(stream)
+            self._crossing.started(stream)
 
     def send_across(self, stream: RunStream) -> None:
-        """From now on, and from its first event: what a follower has seen it skips by seq."""
-        if not stream.followed_elsewhere:
-            stream.followed_elsewhere = True
-            for event in stream.events:
-                self.forward(event)
+        """A process follows the run from now on (it asked what the run streamed so far)."""
+        if self._crossing is None:
+            stream.crossing = True
+        else:
+            self._crossing.send_across(stream)
 
     async def join(self, session_id: str) -> None:
         """Once this returns, events published anywhere in the session reach this process."""
@@ -184,10 +192,31 @@ class Bridge:
             self._asked.pop(nonce, None)
 
     async def drain(self) -> None:
-        """Wait (5 s at most) until every event published so far has left this process."""
+        """Wait (5 s at most) until every event published so far that has a follower elsewhere
+        has left this process."""
         if self._loop is asyncio.get_running_loop():
             async with asyncio.timeout(5.0):
+                if self._crossing is not None:
+                    await self._crossing.settle()
                 await self._outbox.join()
+
+    async def warm(self) -> None:
+        """Connections to Redis open (this process's channel, its registry of followers), as
+        a process starts: nothing waits for one to open later."""
+        if not crosses_processes():
+            return
+        self._bind()
+        await self._layer.group_discard(group_name("warm-up"), await self._channel)
+        if self._followers is not None:
+            await self._followers.client.ping()
+
+    async def forget(self) -> None:
+        """As this process stops: off the followers of every session, the registry closed."""
+        if self._loop is asyncio.get_running_loop() and self._followers is not None:
+            try:
+                await self._followers.remove_all(self._followed())
+            finally:
+                await self._followers.close()  # its connections; it reconnects if used again
 
     async def _pump(self) -> None:
         """Forward queued events: in order within a session, sessions side by side, all that
@@ -217,32 +246,13 @@ class Bridge:
                     raise asyncio.CancelledError from None
                 log.exception("could not forward an event")
 
-    async def _find_followers(self) -> None:
-        """For the runs started since the last look, whether others follow their sessions: all
-        in one trip to Redis. When Redis cannot tell, the events go across."""
-        while True:
-            streams = [await self._starting.get()]
-            while not self._starting.empty():
-                streams.append(self._starting.get_nowait())
-            assert self._followers is not None
-            try:
-                found = await self._followers.elsewhere([s.session_id for s in streams])
-            except Exception:
-                if being_cancelled():
-                    raise asyncio.CancelledError from None
-                log.exception("could not tell who follows the sessions of starting runs")
-                found = [True] * len(streams)
-            for stream, followed in zip(streams, found, strict=True):
-                if followed:
-                    self.send_across(stream)
-
     async def _renew(self) -> None:
-        """Keep this process listed among the followers of the sessions it follows."""
-        assert self._followers is not None
+        """Keep this process listed among the followers of the sessions it follows, and in
+        their groups (channels_redis forgets a member after a day)."""
         while True:
             await asyncio.sleep(followers.RENEW_EVERY)
             try:
-                await self._followers.add(self._followed())
+                await self._rejoin(self._layer, await self._channel)
             except Exception:
                 if being_cancelled():
                     raise asyncio.CancelledError from None

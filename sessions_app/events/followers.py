@@ -23,7 +23,7 @@ for _, key in ipairs(KEYS) do
   redis.call('EXPIRE', key, ARGV[2])
 end
 """
-_READ = """
+_PRUNE_AND_READ = """
 local now = tonumber(redis.call('TIME')[1])
 local found = {}
 for i, key in ipairs(KEYS) do
@@ -39,13 +39,13 @@ def key(session_id: str) -> str:
 
 
 class Followers:
-    """The registry in one Redis, for the processes of one loop (redis-py's clients are)."""
+    """The registry in one Redis, through a client of one event loop's (as redis-py's are)."""
 
     def __init__(self, client: aioredis.Redis, worker_id: str) -> None:
         self.client = client
         self.worker_id = worker_id
         self._add = client.register_script(_ADD)
-        self._read = client.register_script(_READ)
+        self._read = client.register_script(_PRUNE_AND_READ)
 
     async def add(self, session_ids: Iterable[str]) -> None:
         """This process follows these sessions (again: their entries are renewed)."""
@@ -55,6 +55,12 @@ class Followers:
 
     async def remove(self, session_id: str) -> None:
         await self.client.zrem(key(session_id), self.worker_id)
+
+    async def remove_all(self, session_ids: Iterable[str]) -> None:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                pipe.zrem(key(session_id), self.worker_id)
+            await pipe.execute()
 
     async def elsewhere(self, session_ids: list[str]) -> list[bool]:
         """For each session, whether a process other than this one follows it."""
@@ -69,8 +75,8 @@ class Followers:
 
 
 def for_layer(layer: Any, worker_id: str) -> Followers | None:
-    """The registry in the Redis that carries `layer`, on the running loop; None for a layer
-    that keeps no Redis of its own to lend (then every event is sent across)."""
+    """The registry in the Redis that carries `layer`; None for a layer that lends no Redis
+    client (then every event is sent across)."""
     lend = getattr(layer, "redis_client", None)
     client = lend() if lend is not None else None
     return Followers(client, worker_id) if client is not None else None

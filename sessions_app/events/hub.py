@@ -68,12 +68,12 @@ class Hub:
         """`stream`: the run's, when it streams here (its events cross only when followed
         elsewhere); else an event of the session, or news of a run from nowhere else."""
         self.deliver(event)
-        if crosses_processes() and (stream is None or stream.followed_elsewhere):
+        if crosses_processes() and (stream is None or stream.crossing):
             self.bridge.forward(event)
         if event["event"] in TERMINAL_EVENTS:
-            stream = self.streams.pop(uuid.UUID(event["run_id"]), None)
-            if stream is not None:
-                self.ended[stream.run_id] = stream
+            ended = self.streams.pop(uuid.UUID(event["run_id"]), None)
+            if ended is not None:
+                self.ended[ended.run_id] = ended
 
     def deliver(self, event: Event) -> None:
         """To this process's subscribers of the event's session."""
@@ -118,6 +118,8 @@ class Hub:
 hub = Hub()
 open_stream = hub.open_stream
 drain = hub.bridge.drain
+forget = hub.bridge.forget
+warm = hub.bridge.warm
 
 
 def publish_session(session_id: Any, event_type: str, **data: Any) -> None:

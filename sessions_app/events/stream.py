@@ -32,7 +32,7 @@ class RunStream:
         self.events: list[Event] = []
         self.finished = False
         # Whether its events go to other processes: only once one follows its session.
-        self.followed_elsewhere = False
+        self.crossing = False
         self._deliver = deliver  # to this process's subscribers, and on to other processes
 
     @property

@@ -16,7 +16,7 @@ from channels.layers import get_channel_layer
 
 from serving import layers
 from sessions_app import engine, events
-from sessions_app.events import followers
+from sessions_app.events import crossing, followers
 from sessions_app.events.bridge import group_name
 from sessions_app.models import Agent, Run, RunStatus, Session
 from testkit.upstream import Reply
@@ -160,6 +160,7 @@ async def test_a_run_nobody_follows_elsewhere_sends_nothing_across(alice, upstre
     listener = await layer.new_channel()
     await layer.group_add(group_name(session.session_id), listener)
     upstream.script(Reply(tokens=30), Reply(tokens=30))
+    elsewhere = None
     try:
         handle = await engine.start_run(alice, "one", session_id=session.session_id)
         await handle.wait()
@@ -180,10 +181,40 @@ async def test_a_run_nobody_follows_elsewhere_sends_nothing_across(alice, upstre
         assert "".join(e["content"] for e in sent if e["event"] == "RunContent") == "".join(
             f"tok{i} " for i in range(30)
         )
-        await elsewhere.remove(str(session.session_id))
-        await elsewhere.close()
     finally:
         await layer.group_discard(group_name(session.session_id), listener)
+        if elsewhere is not None:
+            await elsewhere.remove(str(session.session_id))
+            await elsewhere.close()
+
+
+async def test_a_process_listed_late_among_followers_still_gets_the_run(
+    alice, upstream, redis_layer, monkeypatch
+):
+    """Listed after the run started (its entry was lost with a Redis restart, say): the
+    process running the answer looks again, and sends the run from its first event."""
+    monkeypatch.setattr(crossing, "RECHECK_EVERY", 0.2)
+    agent = await _scripted_default_agent()
+    session = await Session.objects.acreate(user=alice, agent=agent)
+    layer = get_channel_layer()
+    listener = await layer.new_channel()
+    await layer.group_add(group_name(session.session_id), listener)
+    elsewhere = followers.Followers(layer.redis_client(), "another-host:1:y")
+    upstream.script(Reply(tokens=30, delay=0.05))
+    try:
+        handle = await engine.start_run(alice, "late", session_id=session.session_id)
+        await asyncio.sleep(0.5)  # well into the answer, and looked at once
+        await elsewhere.add([str(session.session_id)])
+        sent = []
+        while not sent or sent[-1]["event"] != "RunCompleted":
+            sent.append((await asyncio.wait_for(layer.receive(listener), 5))["event"])
+        await handle.wait()
+        assert [e["seq"] for e in sent] == list(range(1, len(sent) + 1))
+        assert sent[0]["event"] == "RunStarted"
+    finally:
+        await layer.group_discard(group_name(session.session_id), listener)
+        await elsewhere.remove(str(session.session_id))
+        await elsewhere.close()
 
 
 async def test_more_sessions_at_once_than_the_pool_has_connections_lose_no_event(redis_layer):
