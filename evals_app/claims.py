@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 from evals_app.models import Experiment, ExperimentStatus, Trial, TrialStatus
+from sessions_app import dbclock
 from sessions_app.process import HOSTNAME, WORKER_ID
 
 
@@ -45,7 +45,7 @@ def worker_gone(worker: str, local: Collection[Any] = (), experiment_id: Any = N
 
 
 def _stale_before() -> Any:
-    return timezone.now() - timedelta(seconds=settings.PARLEY_STALE_RUN_AFTER)
+    return dbclock.now() - timedelta(seconds=settings.PARLEY_STALE_RUN_AFTER)
 
 
 def _claimable(row: dict[str, Any], local: Collection[Any]) -> Q | None:
@@ -70,7 +70,7 @@ def claim(experiment_id: Any, local: Collection[Any] = ()) -> bool:
     condition = None if row is None else _claimable(row, local)
     if condition is None:
         return False
-    now = timezone.now()
+    now = dbclock.now()
     with transaction.atomic():
         taken = Experiment.objects.filter(condition, pk=experiment_id).update(
             status=ExperimentStatus.RUNNING,
@@ -100,7 +100,7 @@ def vouch(experiment_id: Any) -> tuple[bool, bool]:
     asked for (from any process)."""
     ours = Experiment.objects.filter(
         pk=experiment_id, worker=WORKER_ID, status=ExperimentStatus.RUNNING
-    ).update(heartbeat_at=timezone.now())
+    ).update(heartbeat_at=dbclock.now())
     cancel = Experiment.objects.filter(pk=experiment_id).values_list("cancel_requested", flat=True)
     return bool(ours), bool(cancel.first())
 
@@ -122,7 +122,7 @@ def finish(experiment_id: Any, status: str, error: str = "") -> bool:
         mine = Experiment.objects.filter(
             pk=experiment_id, worker=WORKER_ID, status=ExperimentStatus.RUNNING
         ).update(
-            status=status, error=error, finished_at=timezone.now(), worker="", heartbeat_at=None
+            status=status, error=error, finished_at=dbclock.now(), worker="", heartbeat_at=None
         )
         if mine:
             _unclaim_trials(experiment_id)

@@ -14,7 +14,8 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from sessions_app.engine import dbclock, early
+from sessions_app import dbclock
+from sessions_app.engine import early
 from sessions_app.engine.live import Ask, LiveRun
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry

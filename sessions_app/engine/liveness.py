@@ -24,8 +24,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions_app import signals
-from sessions_app.engine import dbclock
+from sessions_app import dbclock, signals
 from sessions_app.engine.dbthread import in_db_thread
 from sessions_app.engine.errors import INTERRUPTED
 from sessions_app.engine.registry import registry
@@ -143,8 +142,8 @@ def _beats_reach_database() -> bool:
 
 
 async def _beat(reap_now: bool) -> None:
+    await _unless_failed(in_db_thread(dbclock.measure)(), "reading the database's clock failed")
     if reap_now:
-        await _unless_failed(in_db_thread(dbclock.measure)(), "reading the database's clock failed")
         await _unless_failed(reap_and_announce(), "reaping stopped processes' runs failed")
     while True:
         await asyncio.sleep(settings.PARLEY_HEARTBEAT_INTERVAL)

@@ -17,7 +17,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions_app.engine import dbclock, toolcalls
+from sessions_app import dbclock
+from sessions_app.engine import toolcalls
 from sessions_app.engine.creation import sampling_for
 from sessions_app.engine.errors import InputError, RunConflict
 from sessions_app.engine.live import Ask, LiveRun, Resume, RunOptions

@@ -19,8 +19,8 @@ from django.db import DatabaseError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from sessions_app import signals
-from sessions_app.engine import dbclock, toolcalls
+from sessions_app import dbclock, signals
+from sessions_app.engine import toolcalls
 from sessions_app.engine.live import LiveRun
 from sessions_app.engine.plan import Plan
 from sessions_app.engine.registry import registry

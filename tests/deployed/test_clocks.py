@@ -33,7 +33,7 @@ OTHER_HOST = textwrap.dedent(
     django.setup()
     from django.contrib.auth import get_user_model
     from sessions_app import engine
-    from sessions_app.engine import dbclock
+    from sessions_app import dbclock
 
     dbclock.measure()  # as serve does before it listens
 
