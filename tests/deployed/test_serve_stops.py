@@ -12,9 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import redis
+from django.db import connection
 
 from testkit.parley import ROOT, ParleyProcess
-from tests.deployed.conftest import launch
+from tests.deployed.conftest import REDIS_URL, launch
 from tests.deployed.streams import wait_until
 
 
@@ -132,3 +134,35 @@ def test_workers_listen_on_unix_sockets_no_other_user_can_reach(deployed):
     assert len(daphnes) == 2
     tcp = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
     assert not any(f"pid={pid}," in tcp for pid in daphnes), tcp
+
+
+def _database_connections() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+            [connection.settings_dict["NAME"]],
+        )
+        return cursor.fetchone()[0]
+
+
+def _redis_clients() -> int:
+    return len(redis.Redis.from_url(REDIS_URL).client_list())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_serve_is_ready_only_once_each_worker_has_its_connections_open(
+    serve_environment, upstream, tmp_path, settings
+):
+    """Database (the engine's thread and each request thread), Redis, the model's endpoint:
+    open before serve says it serves, so the first burst does not wait for them."""
+    database, clients, model_lists = _database_connections(), _redis_clients(), upstream.model_lists
+    deployment = ParleyProcess(serve_environment, workers=2, log=tmp_path / "serve.log")
+    deployment.launch()
+    try:
+        wait_until(lambda: "(2 workers)" in deployment.output(), "serve saying it serves")
+        # Nothing has been asked of it yet.
+        assert _database_connections() - database >= 2 * (1 + settings.PARLEY_REQUEST_THREADS)
+        assert _redis_clients() - clients >= 2 * 2
+        assert upstream.model_lists - model_lists == 2
+    finally:
+        deployment.stop()

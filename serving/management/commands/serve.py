@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import sys
 import tempfile
@@ -13,22 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from daphne.cli import CommandLineInterface
+from daphne.server import twisted_loop
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError, connection
 from twisted.internet import defer, reactor
 from twisted.internet.error import ReactorNotRunning
 
-from serving import nginx
+from serving import nginx, warmup
 from serving.children import plain_environment
 from serving.embedded import EmbeddedModel, EmbeddedModelError, ModelWatch
 from serving.layers import redis_problem
 from serving.listening import daphne_endpoint, daphne_socket_limits, daphne_unix_endpoint
 from serving.workers import Child, Supervisor, Worker
 from sessions_app import engine
-from sessions_app.engine import dbclock
-
-log = logging.getLogger("parley.serve")
 
 # What serve's own options and the embedded model decide for each worker, not the environment;
 # and the admin's first password, which only ensure_admin reads.
@@ -230,7 +226,7 @@ def run_daphne(host: str, port: int, watch: ModelWatch | None = None, path: str 
     the loop stops (SIGTERM, SIGINT), the engine stops, storing the answers streaming here.
     A model that cannot be kept running (`watch`) stops daphne as SIGTERM would. With `path`,
     on that unix socket instead of host:port."""
-    read_database_clock()
+    warm_before_listening()
     # A call of the reactor's loop (its first turn), not one before it runs, like callWhenRunning.
     reactor.callLater(0, engine.lifespan.start, reap_now=True)
     if watch is not None:
@@ -244,14 +240,11 @@ def run_daphne(host: str, port: int, watch: ModelWatch | None = None, path: str 
     CommandLineInterface().run([*arguments, "project.asgi:application"])
 
 
-def read_database_clock() -> None:
-    """Before the first run is stamped with it (the heartbeat reads it again at each beat)."""
-    try:
-        dbclock.measure()
-    except DatabaseError as exc:
-        log.warning("could not read the database's clock at start: %s", exc)
-    finally:
-        connection.close()  # this thread's; runs use the engine's database thread
+def warm_before_listening() -> None:
+    """On daphne's loop, before daphne listens on it (see serving.warmup)."""
+    import project.asgi  # noqa: F401 (the application, tuned: its request threads made)
+
+    twisted_loop.run_until_complete(warmup.warm())
 
 
 def stop_engine() -> defer.Deferred:
