@@ -31,14 +31,30 @@ WORDS_BOX = """link => {
 }"""
 
 
+# The submit button's box and the Cancel link's, read in one go.
+BOTH_BOXES = """(row, submit) => {
+    const box = el => {
+        const r = el.getBoundingClientRect();
+        return {x: r.x, y: r.y, width: r.width, height: r.height};
+    };
+    const saved = [...row.querySelectorAll("input[type=submit], button")].find(
+        el => (el.value || el.textContent).trim() === submit);
+    const cancel = [...row.querySelectorAll("a")].find(el => el.textContent.trim() === "Cancel");
+    return [box(saved), box(cancel)];
+}"""
+
+
 def beside_the_submit(row: Locator, submit: str) -> None:
     """The row's Cancel is a button as the admin's own secondary one: as tall as the submit
     button, level with it, just after it, padded alike with its words in its middle, and drawn
     as a button (a background of its own)."""
     saved = row.get_by_role("button", name=submit)
     cancel = row.get_by_role("link", name="Cancel")
-    box, back = saved.bounding_box(), cancel.bounding_box()
-    assert box is not None and back is not None
+    # Both measured in one frame, once the page has loaded: a shift of the page between two
+    # measurements (the admin's scripts and fonts arriving) would move one and not the other.
+    row.page.wait_for_load_state("load")
+    row.evaluate("() => document.fonts.ready")
+    box, back = row.evaluate(BOTH_BOXES, submit)
     assert abs(back["height"] - box["height"]) <= 1, (back, box)
     assert abs(back["y"] - box["y"]) <= 1, (back, box)
     assert 0 <= back["x"] - (box["x"] + box["width"]) <= 20, (back, box)
