@@ -19,6 +19,7 @@ PLAIN_ENVIRONMENT = (
     "TMPDIR",
     "TZ",
     "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
 )
 
 
