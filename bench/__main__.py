@@ -105,6 +105,9 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         help="py-spy profile of Parley (with --only deployed, of its first daphne process): "
         "a flame graph (.svg) or collapsed stacks (.txt)",
     )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="fig 1d's serve --workers N (default: one per core)"
+    )
     parser.add_argument("--output", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
     only = [ALIASES.get(name, name) for name in args.only]
@@ -132,6 +135,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         capacity_transport=args.capacity_transport,
         against=against,
         against_ref=args.against_ref,
+        workers=args.workers,
     )
     return opts, args
 

@@ -25,6 +25,8 @@ class Options:
     against: dict[str, str] = field(default_factory=dict)
     # A commit whose code that second Parley runs, from a worktree and database of its own.
     against_ref: str = ""
+    # Daphne processes of fig 1d's `serve --workers N`; 0: one per core.
+    workers: int = 0
 
 
 @dataclass(frozen=True)

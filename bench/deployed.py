@@ -26,9 +26,9 @@ ONE_PROCESS = {"sse_d": "sse", "ws_d": "ws"}
 CPU_WITHIN = 1.3  # deployed CPU per run, at most this many times one process's
 
 
-def workers() -> int:
-    """One daphne process per core, as an operator would start them."""
-    return os.cpu_count() or 1
+def workers(bench: Bench) -> int:
+    """One daphne process per core, as an operator would start them, unless told otherwise."""
+    return bench.opts.workers or os.cpu_count() or 1
 
 
 def plan(bench: Bench) -> list[latency.Step]:
@@ -55,7 +55,7 @@ def start(bench: Bench, models: list[str]) -> None:
     sessions = str(sessions_needed(bench))
     data = stack.helper("fixtures", "--sessions", sessions, "--models", *models, **env)
     bench.deployed = Fixtures(data["token"], data["cookie"], data["agents"], data["sessions"])
-    stack.start_serve(SERVER, workers(), **env)
+    stack.start_serve(SERVER, workers(bench), **env)
 
 
 def _against_one_process(
@@ -84,11 +84,11 @@ def _against_one_process(
 
 
 async def run(bench: Bench) -> None:
-    steps, n = plan(bench), workers()
+    steps, n = plan(bench), workers(bench)
     bench.note(
         f"fig 1d: Parley deployed as `manage.py serve --workers {n}`, nginx in front of {n} "
-        "daphne processes (one per core), on PostgreSQL and Redis; Direct and the clients as "
-        "in fig 1, in the same rounds"
+        f"daphne processes{'' if bench.opts.workers else ' (one per core)'}, on PostgreSQL and "
+        "Redis; Direct, one process and the clients as in fig 1, in the same rounds"
     )
     bar = tqdm(total=sum(step.rounds for step in steps), desc="fig 1d deployed", unit="round")
     try:
