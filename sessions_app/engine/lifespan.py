@@ -95,7 +95,8 @@ async def stop(patience: float = STOP_PATIENCE) -> None:
         with contextlib.suppress(TimeoutError):  # Redis away: viewers elsewhere see it on reload
             await drain()  # the runs' last events, on their way to other processes' viewers
         try:
-            await forget()  # off the lists of sessions' followers: others stop sending here
+            async with asyncio.timeout(2.0):  # Redis away: the entries are forgotten in time
+                await forget()  # off the lists of sessions' followers: others stop sending here
         except Exception:
             log.exception("could not leave the lists of sessions' followers")
     finally:

@@ -77,11 +77,12 @@ class Bridge:
         for task in self._tasks:
             if task.get_loop() is loop:
                 task.cancel()
+        if self._loop is loop:
+            self._close_followers()
         self._loop, self._layer = loop, layer
         self._outbox: asyncio.Queue[Event] = asyncio.Queue()
         self._groups: dict[str, _Membership] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._close_followers()
         self._followers = followers.for_layer(layer, WORKER_ID)
         self._crossing = Crossing(self._followers, self.forward) if self._followers else None
         # Events and replies come on a channel of this process's own; requests for snapshots
@@ -99,10 +100,10 @@ class Bridge:
             ]
 
     def _close_followers(self) -> None:
-        """The registry's client of a previous binding, closed if its loop is this one."""
+        """The registry's client of the previous binding on this loop, closed."""
         previous = getattr(self, "_followers", None)
-        if previous is not None and self._loop is asyncio.get_running_loop():
-            task = self._loop.create_task(previous.close())
+        if previous is not None:
+            task = asyncio.get_running_loop().create_task(previous.close())
             task.add_done_callback(_log_failure)
 
     def forward(self, event: Event) -> None:

@@ -48,16 +48,21 @@ class Crossing:
         """Look at the runs that start, all that started since the last look in one trip to
         Redis; every RECHECK_EVERY, at those still unfollowed. When Redis cannot tell, their
         events go across."""
+        loop = asyncio.get_running_loop()
+        recheck = loop.time() + RECHECK_EVERY
         while True:
+            streams: list[RunStream] = []
             try:
-                async with asyncio.timeout(RECHECK_EVERY):
-                    streams = [await self._starting.get()]
+                async with asyncio.timeout(max(recheck - loop.time(), 0)):
+                    streams.append(await self._starting.get())
             except TimeoutError:
-                streams, new = list(self._unfollowed), 0
-            else:
-                while not self._starting.empty():
-                    streams.append(self._starting.get_nowait())
-                new = len(streams)
+                pass
+            while not self._starting.empty():
+                streams.append(self._starting.get_nowait())
+            new = len(streams)
+            if loop.time() >= recheck:  # however busy with new runs, the old ones' turn
+                streams += [s for s in self._unfollowed if s not in streams]
+                recheck = loop.time() + RECHECK_EVERY
             try:
                 await self._look(streams)
             finally:
