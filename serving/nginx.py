@@ -39,12 +39,18 @@ def accepted_body_size(limit: int | None) -> int:
 
 
 def let_in(directory: Path) -> None:
-    """Give nginx's workers, and nobody else, the way into `directory` (mode 0700). Started as
-    root, they run as another user (Debian's build: nobody), who then owns it."""
+    """Let nginx's workers into `directory`, and no other user: mode 0700, its own. Started as
+    root, they run as another user (nobody, nginx's default): the directory is then root's and
+    their group's, which may pass through it (0710) but not change what is in it."""
     directory.chmod(0o700)
-    if os.geteuid() == 0:
-        entry = pwd.getpwnam(WORKERS_USER)
-        os.chown(directory, entry.pw_uid, entry.pw_gid)
+    if os.geteuid() != 0:
+        return
+    try:
+        group = pwd.getpwnam(WORKERS_USER).pw_gid
+    except KeyError:
+        raise NginxConfigError(f"there is no user {WORKERS_USER} for nginx's workers") from None
+    os.chown(directory, 0, group)
+    directory.chmod(0o710)
 
 
 def address(host: str, port: int) -> str:
