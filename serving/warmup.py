@@ -19,18 +19,26 @@ from sessions_app.llm import client as llm
 log = logging.getLogger("parley.serve")
 
 
+# However slow a part (a database host that does not answer), the worker listens after this.
+PATIENCE = 10.0
+
+
 async def warm() -> None:
-    """Open everything, side by side; what cannot be opened is logged, and opened later."""
+    """Open everything, side by side; what cannot be opened in PATIENCE is logged, and opened
+    when it is first needed."""
     parts: dict[str, Awaitable[object]] = {
         "the database (and its clock)": in_db_thread(dbclock.measure)(),
         "the request threads' database connections": _request_threads(),
         "Redis": events.warm(),
         "the model's endpoint": _model(),
     }
-    results = await asyncio.gather(*parts.values(), return_exceptions=True)
-    for name, result in zip(parts, results, strict=True):
-        if isinstance(result, BaseException):
-            log.warning("could not open %s before listening: %s", name, result)
+    tasks = {name: asyncio.ensure_future(part) for name, part in parts.items()}
+    await asyncio.wait(tasks.values(), timeout=PATIENCE)
+    for name, task in tasks.items():
+        if not task.done():
+            log.warning("%s did not open within %g s; listening anyway", name, PATIENCE)
+        elif task.exception() is not None:
+            log.warning("could not open %s before listening: %s", name, task.exception())
 
 
 async def _request_threads() -> None:
