@@ -20,8 +20,9 @@ _measured = False
 
 def now() -> datetime:
     """The database's time now, from this process's clock and the last measured difference
-    (measured first, when it never was and this thread may ask the database)."""
-    if not _measured and not _in_event_loop():
+    (measured first, when it never was and this thread may ask the database outside a
+    transaction, which a failed read would spoil)."""
+    if not _measured and not _in_event_loop() and not connection.in_atomic_block:
         try:
             measure()
         except DatabaseError as exc:  # the next heartbeat tries again
@@ -33,15 +34,14 @@ def measure() -> timedelta:
     """Read the database's time (in a thread that may ask the database) and keep how far this
     process's clock is from it, half the round trip counted out."""
     global _offset, _measured
-    if connection.vendor == "sqlite":
+    connection.ensure_connection()  # opened now, not counted in the round trip
+    if connection.vendor != "postgresql":
         _measured = True
-        return _offset  # a file on this host: its clock is ours
-    connection.ensure_connection()  # a connection made now would count as round trip
-    # The time of the statement itself: CURRENT_TIMESTAMP is its transaction's start.
-    sql = "SELECT clock_timestamp()" if connection.vendor == "postgresql" else "SELECT NOW()"
+        return _offset  # SQLite: a file on this host, whose clock is ours
     before = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        # The time of the statement itself: CURRENT_TIMESTAMP is its transaction's start.
+        cursor.execute("SELECT clock_timestamp()")
         (database,) = cursor.fetchone()
     after = timezone.now()
     _offset, _measured = database - (before + (after - before) / 2), True
