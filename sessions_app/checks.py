@@ -41,7 +41,7 @@ def check_stale_run_window(app_configs: Any = None, **kwargs: Any) -> list[Error
     beat, window = settings.PARLEY_HEARTBEAT_INTERVAL, settings.PARLEY_STALE_RUN_AFTER
     if beat <= 0:
         hint = "Set PARLEY_HEARTBEAT_INTERVAL to a number of seconds (10 by default)."
-        return [Error("PARLEY_HEARTBEAT_INTERVAL must be over 0.", hint=hint, id="parley.E3")]
+        return [Error("PARLEY_HEARTBEAT_INTERVAL must be over 0.", hint=hint, id="parley.E4")]
     if window >= 3 * beat:
         return []
     return [

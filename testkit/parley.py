@@ -123,17 +123,18 @@ class ParleyProcess:
     def stop(self) -> None:
         """Ctrl-C, as a person stops it; killed if it has not stopped within 30 s."""
         process, self.process = self.process, None
-        for relay in self._relays.values():
-            relay.close()
-        self._relays.clear()
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGINT)
         try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        finally:
+            relays, self._relays = list(self._relays.values()), {}
+            for relay in relays:
+                relay.close()
 
     def __enter__(self) -> ParleyProcess:
         return self.start()

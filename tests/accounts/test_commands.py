@@ -96,7 +96,7 @@ def test_serving_refuses_a_stale_run_window_shorter_than_three_heartbeats(settin
     settings.PARLEY_STALE_RUN_AFTER = 30.0  # three beats exactly
     call_command("check", stdout=StringIO())
     settings.PARLEY_HEARTBEAT_INTERVAL = 0.0
-    with pytest.raises(SystemCheckError, match=r"parley.E3.*must be over 0"):
+    with pytest.raises(SystemCheckError, match=r"parley.E4.*must be over 0"):
         call_command("check")
 
 

@@ -93,7 +93,9 @@ def needs_namespaces() -> None:
 @contextmanager
 def slow_clock(minutes: int) -> Iterator[dict[str, str]]:
     """The environment that puts a process and its children this many minutes behind: a HOME
-    whose .faketimerc libfaketime reads."""
+    whose .faketimerc libfaketime reads. Under it a thread's timed wait never ends (with
+    DONT_FAKE_MONOTONIC, sleeping fails instead): serve's own watch of its children stalls, so
+    such a host's workers are not restarted; the workers, on their event loops, run as usual."""
     home = Path(tempfile.mkdtemp(prefix="parley-slow-host-"))
     (home / ".faketimerc").write_text(f"-{minutes * 60}\n")
     home.chmod(0o755)

@@ -24,7 +24,7 @@ from tests.support.apiclient import bearer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]
 
-BEAT, STALE = 1.0, 3.0
+BEAT, STALE = 1.0, 5.0
 ANSWER = "[data-testid=assistant-message]"
 
 
