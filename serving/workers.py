@@ -1,8 +1,8 @@
 """`serve --workers N`: N daphne processes and nginx in front of them, children of one process
 that watches them.
 
-Each daphne listens on a unix socket in a directory only serve's user (or, started as root,
-nginx's workers' user) may enter: no other local user can reach a worker, or take its place
+Each daphne listens on a unix socket in a directory only serve's user and nginx's workers may
+enter (see nginx.let_in): no other local user can reach a worker, or take its place
 while it restarts, as one could take a loopback port. A daphne that dies is started again on
 its socket, nginx sending its requests to the others meanwhile, as an operator expects of a
 server with workers; the runs it was streaming are interrupted by the others (see
