@@ -48,7 +48,7 @@ async def _request_threads() -> None:
 
 
 def _connect() -> None:
-    connection.ensure_connection()
+    connection.ensure_connection()  # `connection` is the calling thread's: looked up here
 
 
 async def _model() -> None:

@@ -117,7 +117,7 @@ class Bridge:
         finds the run and asks for it, see `send_across`)."""
         self._bind()
         if self._crossing is None:  # nobody to ask who follows: across, always
-            stream.crossing = True
+            self.send_across(stream)
         else:
             self._crossing.started(stream)
 
@@ -207,6 +207,8 @@ class Bridge:
         if not crosses_processes():
             return
         self._bind()
+        # channels_redis opens a connection with its first command, and has none that only
+        # opens one: leaving a group this process is not in changes nothing.
         await self._layer.group_discard(group_name("warm-up"), await self._channel)
         if self._followers is not None:
             await self._followers.client.ping()

@@ -76,7 +76,6 @@ class Followers:
 
 def for_layer(layer: Any, worker_id: str) -> Followers | None:
     """The registry in the Redis that carries `layer`; None for a layer that lends no Redis
-    client (then every event is sent across)."""
+    client (Parley's does, serving.layers; with another, every event is sent across)."""
     lend = getattr(layer, "redis_client", None)
-    client = lend() if lend is not None else None
-    return Followers(client, worker_id) if client is not None else None
+    return None if lend is None else Followers(lend(), worker_id)
