@@ -198,8 +198,8 @@ LLM_PRICES = getenv("LLM_PRICES", "gpt-4o-mini=0.15:0.60;gpt-4o=2.50:10.00")
 
 # Streaming: first delta at once, then one coalesced piece per interval.
 PARLEY_COALESCE_INTERVAL = envfloat("PARLEY_COALESCE_INTERVAL", 0.05)
-# Under load the interval stretches with the runs a process streams (one base interval per
-# PARLEY_COALESCE_RUNS runs), up to this: fewer, larger pieces, still a steady flow.
+# Under load the interval stretches with the runs the server streams on its host (one base
+# interval per PARLEY_COALESCE_RUNS runs), up to this: fewer, larger pieces, still a steady flow.
 PARLEY_COALESCE_MAX_INTERVAL = envfloat("PARLEY_COALESCE_MAX_INTERVAL", 0.15)
 PARLEY_COALESCE_RUNS = envint("PARLEY_COALESCE_RUNS", 50)
 # Partial answers are saved at most this often while a run streams; under load the interval
@@ -239,7 +239,8 @@ PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
 # New sessions a user may start per minute (POST /api/sessions, a run without a session, a new
 # chat); 0 turns the limit off.
 PARLEY_SESSIONS_PER_MINUTE = envint("PARLEY_SESSIONS_PER_MINUTE", 30)
-# Processes serving Parley: `serve`'s default for --workers (more than one needs REDIS_URL).
+# Processes serving Parley on this host: `serve`'s default for --workers (more than one needs
+# REDIS_URL); each worker is told their number, and paces its answers by the host's load.
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
 # The nginx that `serve --workers N` runs in front of them; unset, nginx on PATH or in /usr/sbin.
 PARLEY_NGINX = getenv("PARLEY_NGINX", "")

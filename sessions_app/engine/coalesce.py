@@ -4,6 +4,10 @@ Every piece costs the same to send whatever its size: a process streaming hundre
 at a few tokens a piece would spend its CPU on frames. So pieces are merged, at an interval that
 grows with the number of answers streaming, within a bound that still reads as a steady flow;
 partial answers are saved less often in step.
+
+What counts is the server's load on its host, not one process's: the workers of
+`serve --workers N` share the host's cores, and each piece they send crosses nginx too. A
+worker counts its answers N times (PARLEY_WORKERS), nginx spreading streams evenly over the N.
 """
 
 from __future__ import annotations
@@ -17,18 +21,24 @@ from django.conf import settings
 from sessions_app.events.stream import RunStream
 
 
+def _steps(streaming: int) -> float:
+    """How many PARLEY_COALESCE_RUNS the server streams on this host, while `streaming` runs
+    stream in this process."""
+    on_host = streaming * max(settings.PARLEY_WORKERS, 1)
+    return on_host / max(settings.PARLEY_COALESCE_RUNS, 1)
+
+
 def coalesce_interval(streaming: int) -> float:
     """Seconds between two pieces of one answer while `streaming` runs stream in this process."""
     base = settings.PARLEY_COALESCE_INTERVAL
-    stretched = base * streaming / max(settings.PARLEY_COALESCE_RUNS, 1)
+    stretched = base * _steps(streaming)
     return min(max(base, stretched), max(base, settings.PARLEY_COALESCE_MAX_INTERVAL))
 
 
 def checkpoint_interval(streaming: int) -> float:
     """Seconds between two saves of one partial answer: each costs the database as much as a
     whole answer."""
-    base = settings.PARLEY_CHECKPOINT_INTERVAL
-    return base * max(1.0, streaming / max(settings.PARLEY_COALESCE_RUNS, 1))
+    return settings.PARLEY_CHECKPOINT_INTERVAL * max(1.0, _steps(streaming))
 
 
 class Coalescer:

@@ -91,19 +91,21 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 import django
 django.setup()
 from django.conf import settings
+from sessions_app.engine.coalesce import coalesce_interval
 print(json.dumps({
     "secure_header": settings.SECURE_PROXY_SSL_HEADER,
     "runs_per_minute": settings.PARLEY_RUNS_PER_MINUTE,
+    "interval_streaming_50": coalesce_interval(50),
     "environment": sorted(os.environ),
 }))
 """
 
 
-def seen_by_a_worker() -> dict:
+def seen_by_a_worker(workers: int = 2) -> dict:
     run = subprocess.run(
         [sys.executable, "-c", SEEN_BY_A_WORKER],
         cwd=ROOT,
-        env=worker_environment(),
+        env=worker_environment(workers),
         capture_output=True,
         text=True,
         check=True,
@@ -117,6 +119,17 @@ def test_a_worker_trusts_only_the_scheme_header_nginx_sets(monkeypatch):
     monkeypatch.setenv("PROXY_SSL_HEADER", "X-Client-Scheme")
 
     assert seen_by_a_worker()["secure_header"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+
+
+def test_a_worker_paces_its_answers_by_the_load_of_every_worker_on_its_host(monkeypatch):
+    """Coalescing at its defaults (a step of 0.05 s per 50 streaming runs): 50 answers in one
+    worker of two are 100 on the host, whatever PARLEY_WORKERS the environment held."""
+    monkeypatch.setenv("PARLEY_WORKERS", "7")
+    for name in ("PARLEY_COALESCE_INTERVAL", "PARLEY_COALESCE_RUNS"):
+        monkeypatch.delenv(name, raising=False)
+
+    assert seen_by_a_worker(workers=2)["interval_streaming_50"] == pytest.approx(0.10)
+    assert seen_by_a_worker(workers=1)["interval_streaming_50"] == pytest.approx(0.05)
 
 
 def test_a_worker_gets_parleys_settings_and_nothing_else_of_the_environment(monkeypatch):

@@ -126,8 +126,9 @@ class Command(BaseCommand):
             tempfile.TemporaryDirectory(prefix="parley-workers-") as private,
         ):
             sockets = [Path(private) / f"worker-{n}.sock" for n in range(1, count + 1)]
+            environment = worker_environment(count)
             workers = [
-                Worker(f"worker {n}", worker_command(s), worker_environment(), settings.BASE_DIR, s)
+                Worker(f"worker {n}", worker_command(s), environment, settings.BASE_DIR, s)
                 for n, s in enumerate(sockets, 1)
             ]
             nginx.let_in(Path(private))
@@ -196,16 +197,19 @@ def worker_command(path: Path) -> list[str]:
     return [sys.executable, manage, "serve", *options]
 
 
-def worker_environment() -> dict[str, str]:
+def worker_environment(workers: int = 1) -> dict[str, str]:
     """Parley's settings (those project.settings reads), minus serve's own, and what Python
     needs; the model and hosts this serve uses, its key's file (the key itself only when the
-    environment gave it), and nginx's headers. Nothing else of this environment."""
+    environment gave it), nginx's headers, and how many `workers` share the host. Nothing else
+    of this environment."""
     passed_on = (settings.ENVIRONMENT_NAMES | set(PYTHON_ENVIRONMENT)) - set(NOT_FOR_WORKERS)
     env = plain_environment(*PYTHON_PREFIXES)
     env.update({name: os.environ[name] for name in passed_on if name in os.environ})
     env["LLM_BASE_URL"] = settings.LLM_BASE_URL
     # The hosts serve allowed, and the key it uses (perhaps made for it): every process the same.
     env["ALLOWED_HOSTS"] = ",".join(settings.ALLOWED_HOSTS)
+    # Each paces its answers by the host's load (see sessions_app/engine/coalesce.py).
+    env["PARLEY_WORKERS"] = str(workers)
     if not os.environ.get("SECRET_KEY"):
         # Read from its file, as serve read it: a key in the environment is readable in
         # /proc/<pid>/environ and inherited by every process a worker starts.
