@@ -244,6 +244,9 @@ PARLEY_SESSIONS_PER_MINUTE = envint("PARLEY_SESSIONS_PER_MINUTE", 30)
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
 # The nginx that `serve --workers N` runs in front of them; unset, nginx on PATH or in /usr/sbin.
 PARLEY_NGINX = getenv("PARLEY_NGINX", "")
+# Addresses or networks of proxies that nginx trusts, as it trusts one on loopback, to say the
+# client's address and scheme (X-Forwarded-For, X-Forwarded-Proto): one in front of several hosts.
+PARLEY_TRUSTED_PROXIES = envlist("PARLEY_TRUSTED_PROXIES", "")
 # Wrong passwords for one account from one client address within the window (seconds) before
 # that address gets no more checked for it; as many for an account from all addresses together
 # start slowing the addresses that failed for it (sessions_app/accounts/login_throttle.py).

@@ -4,6 +4,7 @@ deploy/nginx, and the command that runs it unprivileged, in the foreground, as a
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import pwd
 import shutil
@@ -53,6 +54,19 @@ def let_in(directory: Path) -> None:
     directory.chmod(0o710)
 
 
+def trusted_networks(entries: list[str]) -> list[str]:
+    """PARLEY_TRUSTED_PROXIES, each an address or a network as nginx reads it."""
+    found = []
+    for entry in entries:
+        try:
+            found.append(str(ipaddress.ip_network(entry, strict=False)))
+        except ValueError:
+            raise NginxConfigError(
+                f"PARLEY_TRUSTED_PROXIES: {entry!r} is neither an address nor a network"
+            ) from None
+    return found
+
+
 def address(host: str, port: int) -> str:
     """host:port as nginx's `listen` and `server` take it, an IPv6 host in brackets."""
     host = host.strip("[]")
@@ -67,6 +81,8 @@ class Proxy:
     workers: list[str]
     static_root: Path
     var: Path  # where this nginx keeps its pid, temporary files and configuration
+    # Proxies besides loopback trusted to say who the client is (trusted_networks).
+    trusted: tuple[str, ...] = ()
 
     def write_config(self) -> Path:
         """Both files filled in under `var`; the main one's path."""
@@ -78,6 +94,8 @@ class Proxy:
             PARLEY_STATIC_ROOT=str(self.static_root).rstrip("/"),
             PARLEY_MAX_BODY_SIZE=str(accepted_body_size(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)),
             PARLEY_NGINX_DIR=str(TEMPLATES),
+            PARLEY_TRUSTED_GEO=" ".join(f"{network} 1;" for network in self.trusted),
+            PARLEY_TRUSTED_REAL_IP=" ".join(f"set_real_ip_from {n};" for n in self.trusted),
         )
         main = render("nginx.conf.template", PARLEY_NGINX_VAR=str(self.var))
         (self.var / "parley.conf").write_text(site)

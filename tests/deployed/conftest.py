@@ -36,6 +36,8 @@ from tests.conftest import subprocess_env
 from tests.e2e.conftest import browser, log_in  # noqa: F401 (fixtures of this package too)
 
 REDIS_URL = os.getenv("REDIS_URL") or "redis://127.0.0.1:6379/0"
+# A proxy in front of the deployment at one of these addresses is trusted as one on loopback is.
+TRUSTED_PROXIES = "127.0.0.8/30"
 STARTUP_TIMEOUT = 90.0  # two Django processes and nginx, on a loaded machine
 
 
@@ -87,6 +89,7 @@ def serve_environment(
         SECRET_KEY="deployed-shape-tests-" + "x" * 40,
         ALLOWED_HOSTS="127.0.0.1,localhost",
         SECURE_COOKIES="False",
+        PARLEY_TRUSTED_PROXIES=TRUSTED_PROXIES,
     )
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser fixture for this process
     ParleyProcess(env).manage("collectstatic", "--noinput", "-v0")

@@ -59,6 +59,13 @@ def test_several_workers_need_nginx(settings, tmp_path):
         call_command("serve", "--workers", "2")
 
 
+def test_serve_refuses_a_trusted_proxy_that_is_not_an_address(settings):
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+    settings.PARLEY_TRUSTED_PROXIES = ["10.0.0.5", "proxy.example.com"]
+    with pytest.raises(CommandError, match=r"'proxy\.example\.com' is neither an address nor"):
+        call_command("serve", "--workers", "2")
+
+
 def test_a_template_placeholder_without_a_value_is_an_error():
     with pytest.raises(nginx.NginxConfigError, match="PARLEY_NGINX_VAR"):
         nginx.render("nginx.conf.template")
@@ -72,10 +79,12 @@ def test_nginx_accepts_the_configuration_serve_writes(tmp_path, listen):
         workers=[nginx.address("127.0.0.1", 8001), nginx.address("127.0.0.1", 8002)],
         static_root=tmp_path / "static",
         var=tmp_path,
+        trusted=tuple(nginx.trusted_networks(["10.0.0.5", "192.168.0.0/16", "fd00::/8"])),
     )
     site = proxy.write_config().with_name("parley.conf").read_text()
     assert "server 127.0.0.1:8001; server 127.0.0.1:8002;" in site
     assert f"listen {nginx.address(*listen)};" in site
+    assert "set_real_ip_from 10.0.0.5/32; set_real_ip_from 192.168.0.0/16;" in site
     assert "${" not in site
     checked = subprocess.run(proxy.command(NGINX, "-t"), capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr

@@ -140,6 +140,7 @@ class Command(BaseCommand):
                 workers=[f"unix:{path}" for path in sockets],
                 static_root=Path(settings.STATIC_ROOT),
                 var=Path(var),
+                trusted=tuple(nginx.trusted_networks(settings.PARLEY_TRUSTED_PROXIES)),
             )
             proxy.write_config()
             front = Child("nginx", proxy.command(nginx_path), plain_environment(), Path(var))
@@ -170,6 +171,10 @@ def check_several(count: int) -> str:
             f"--workers {count} needs a database every process opens: PostgreSQL "
             "(DATABASE_URL=postgres://…) or an SQLite file, not an in-memory SQLite."
         )
+    try:
+        nginx.trusted_networks(settings.PARLEY_TRUSTED_PROXIES)
+    except nginx.NginxConfigError as exc:
+        raise CommandError(str(exc)) from None
     found = nginx.find_nginx(settings.PARLEY_NGINX)
     if found is None:
         raise CommandError(
