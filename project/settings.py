@@ -203,7 +203,7 @@ PARLEY_COALESCE_INTERVAL = envfloat("PARLEY_COALESCE_INTERVAL", 0.05)
 PARLEY_COALESCE_MAX_INTERVAL = envfloat("PARLEY_COALESCE_MAX_INTERVAL", 0.15)
 PARLEY_COALESCE_RUNS = envint("PARLEY_COALESCE_RUNS", 50)
 # Partial answers are saved at most this often while a run streams; under load the interval
-# stretches like the coalescing (one interval per PARLEY_COALESCE_RUNS streaming runs).
+# stretches by one interval per PARLEY_COALESCE_RUNS runs streaming in the process.
 PARLEY_CHECKPOINT_INTERVAL = envfloat("PARLEY_CHECKPOINT_INTERVAL", 1.0)
 # Changes to how the libraries Parley runs on behave (serving/tuning.py says why), each on unless
 # set to false; PARLEY_TUNE_MIDDLEWARE is with MIDDLEWARE above.
@@ -240,7 +240,7 @@ PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
 # chat); 0 turns the limit off.
 PARLEY_SESSIONS_PER_MINUTE = envint("PARLEY_SESSIONS_PER_MINUTE", 30)
 # Processes serving Parley on this host: `serve`'s default for --workers (more than one needs
-# REDIS_URL); each worker is told their number, and paces its answers by the host's load.
+# REDIS_URL); each worker is told their number, and paces its answers' pieces by the host's load.
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)
 # The nginx that `serve --workers N` runs in front of them; unset, nginx on PATH or in /usr/sbin.
 PARLEY_NGINX = getenv("PARLEY_NGINX", "")

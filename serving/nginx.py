@@ -54,17 +54,30 @@ def let_in(directory: Path) -> None:
     directory.chmod(0o710)
 
 
-def trusted_networks(entries: list[str]) -> list[str]:
-    """PARLEY_TRUSTED_PROXIES, each an address or a network as nginx reads it."""
+def trusted_networks(entries: list[str]) -> tuple[str, ...]:
+    """PARLEY_TRUSTED_PROXIES, each an address or a network as nginx reads it; loopback, which
+    is trusted anyway, left out."""
     found = []
     for entry in entries:
-        try:
-            found.append(str(ipaddress.ip_network(entry, strict=False)))
-        except ValueError:
-            raise NginxConfigError(
-                f"PARLEY_TRUSTED_PROXIES: {entry!r} is neither an address nor a network"
-            ) from None
-    return found
+        network = _trusted_network(entry)
+        if not network.is_loopback:
+            found.append(str(network))
+    return tuple(found)
+
+
+def _trusted_network(entry: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    def refused(why: str) -> NginxConfigError:
+        return NginxConfigError(f"PARLEY_TRUSTED_PROXIES: {entry!r} {why}")
+
+    if "%" in entry:  # a scope (fe80::1%eth0): nginx takes none
+        raise refused("names an interface; give the address alone")
+    try:
+        network = ipaddress.ip_network(entry)
+    except ValueError:
+        raise refused("is neither an address nor a network (10.0.0.0/8)") from None
+    if network.prefixlen == 0:  # every client could then say who it is
+        raise refused("would trust every address")
+    return network
 
 
 def address(host: str, port: int) -> str:

@@ -1,13 +1,15 @@
-"""How often a streaming answer is sent and saved, as the process's load grows.
+"""How often a streaming answer is sent and saved, as the load grows.
 
 Every piece costs the same to send whatever its size: a process streaming hundreds of answers
 at a few tokens a piece would spend its CPU on frames. So pieces are merged, at an interval that
 grows with the number of answers streaming, within a bound that still reads as a steady flow;
 partial answers are saved less often in step.
 
-What counts is the server's load on its host, not one process's: the workers of
-`serve --workers N` share the host's cores, and each piece they send crosses nginx too. A
+For the pieces, what counts is the server's load on its host, not one process's: the workers
+of `serve --workers N` share the host's cores, and each piece they send crosses nginx too. A
 worker counts its answers N times (PARLEY_WORKERS), nginx spreading streams evenly over the N.
+The saves go by the process's own answers: what a process dying loses stays as bounded as one
+process's load keeps it, however many workers the host runs.
 """
 
 from __future__ import annotations
@@ -21,17 +23,16 @@ from django.conf import settings
 from sessions_app.events.stream import RunStream
 
 
-def _steps(streaming: int) -> float:
-    """How many PARLEY_COALESCE_RUNS the server streams on this host, while `streaming` runs
-    stream in this process."""
-    on_host = streaming * max(settings.PARLEY_WORKERS, 1)
-    return on_host / max(settings.PARLEY_COALESCE_RUNS, 1)
+def _steps(runs: int) -> float:
+    """How many steps of PARLEY_COALESCE_RUNS `runs` streaming answers make."""
+    return runs / max(settings.PARLEY_COALESCE_RUNS, 1)
 
 
 def coalesce_interval(streaming: int) -> float:
-    """Seconds between two pieces of one answer while `streaming` runs stream in this process."""
+    """Seconds between two pieces of one answer while `streaming` runs stream in this process,
+    and as many in each of the host's other workers."""
     base = settings.PARLEY_COALESCE_INTERVAL
-    stretched = base * _steps(streaming)
+    stretched = base * _steps(streaming * max(settings.PARLEY_WORKERS, 1))
     return min(max(base, stretched), max(base, settings.PARLEY_COALESCE_MAX_INTERVAL))
 
 

@@ -77,7 +77,7 @@ from django.conf import settings
 from serving.management.commands.serve import allow_host, worker_environment
 allow_host("127.0.0.2")
 child = subprocess.run(
-    [sys.executable, "-c", sys.argv[1]], env=worker_environment(), capture_output=True, text=True
+    [sys.executable, "-c", sys.argv[1]], env=worker_environment(2), capture_output=True, text=True
 )
 print(json.dumps({"serve": settings.SECRET_KEY, "worker": child.stdout, "error": child.stderr}))
 """

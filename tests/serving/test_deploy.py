@@ -59,10 +59,20 @@ def test_several_workers_need_nginx(settings, tmp_path):
         call_command("serve", "--workers", "2")
 
 
-def test_serve_refuses_a_trusted_proxy_that_is_not_an_address(settings):
+@pytest.mark.parametrize(
+    "entry, why",
+    [
+        ("proxy.example.com", "is neither an address nor a network"),
+        ("10.1.2.3/8", "is neither an address nor a network"),  # 10.0.0.0/8 meant?
+        ("0.0.0.0/0", "would trust every address"),
+        ("::/0", "would trust every address"),
+        ("fe80::1%eth0", "names an interface"),
+    ],
+)
+def test_serve_refuses_a_trusted_proxy_nginx_would_misread(settings, entry, why):
     settings.REDIS_URL = "redis://127.0.0.1:6379/0"
-    settings.PARLEY_TRUSTED_PROXIES = ["10.0.0.5", "proxy.example.com"]
-    with pytest.raises(CommandError, match=r"'proxy\.example\.com' is neither an address nor"):
+    settings.PARLEY_TRUSTED_PROXIES = ["10.0.0.5", entry]
+    with pytest.raises(CommandError, match=re.escape(f"{entry!r} {why}")):
         call_command("serve", "--workers", "2")
 
 
@@ -79,12 +89,15 @@ def test_nginx_accepts_the_configuration_serve_writes(tmp_path, listen):
         workers=[nginx.address("127.0.0.1", 8001), nginx.address("127.0.0.1", 8002)],
         static_root=tmp_path / "static",
         var=tmp_path,
-        trusted=tuple(nginx.trusted_networks(["10.0.0.5", "192.168.0.0/16", "fd00::/8"])),
+        trusted=nginx.trusted_networks(["10.0.0.5", "192.168.0.0/16", "fd00::/8", "127.0.0.1"]),
     )
     site = proxy.write_config().with_name("parley.conf").read_text()
     assert "server 127.0.0.1:8001; server 127.0.0.1:8002;" in site
     assert f"listen {nginx.address(*listen)};" in site
-    assert "set_real_ip_from 10.0.0.5/32; set_real_ip_from 192.168.0.0/16;" in site
+    # Loopback is trusted already.
+    assert "10.0.0.5/32 1; 192.168.0.0/16 1; fd00::/8 1;" in site
+    real_ip = ["10.0.0.5/32", "192.168.0.0/16", "fd00::/8"]
+    assert " ".join(f"set_real_ip_from {network};" for network in real_ip) in site
     assert "${" not in site
     checked = subprocess.run(proxy.command(NGINX, "-t"), capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
@@ -220,6 +233,8 @@ def test_compose_fills_in_every_placeholder_of_the_nginx_template():
     assert parley["environment"]["PARLEY_PROXY_HEADERS"] == "true"
     assert "ports" not in parley, "only nginx may reach the processes that trust its headers"
     assert "server parley:8000;" == front["environment"]["PARLEY_UPSTREAM_SERVERS"]
+    # Each paces its answers by the load of all of them.
+    assert parley["environment"]["PARLEY_WORKERS"] == str(parley["deploy"]["replicas"])
 
 
 def default_of(compose_value: str) -> int:

@@ -125,7 +125,11 @@ def test_a_worker_paces_its_answers_by_the_load_of_every_worker_on_its_host(monk
     """Coalescing at its defaults (a step of 0.05 s per 50 streaming runs): 50 answers in one
     worker of two are 100 on the host, whatever PARLEY_WORKERS the environment held."""
     monkeypatch.setenv("PARLEY_WORKERS", "7")
-    for name in ("PARLEY_COALESCE_INTERVAL", "PARLEY_COALESCE_RUNS"):
+    for name in (
+        "PARLEY_COALESCE_INTERVAL",
+        "PARLEY_COALESCE_RUNS",
+        "PARLEY_COALESCE_MAX_INTERVAL",
+    ):
         monkeypatch.delenv(name, raising=False)
 
     assert seen_by_a_worker(workers=2)["interval_streaming_50"] == pytest.approx(0.10)

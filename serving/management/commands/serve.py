@@ -140,7 +140,7 @@ class Command(BaseCommand):
                 workers=[f"unix:{path}" for path in sockets],
                 static_root=Path(settings.STATIC_ROOT),
                 var=Path(var),
-                trusted=tuple(nginx.trusted_networks(settings.PARLEY_TRUSTED_PROXIES)),
+                trusted=nginx.trusted_networks(settings.PARLEY_TRUSTED_PROXIES),
             )
             proxy.write_config()
             front = Child("nginx", proxy.command(nginx_path), plain_environment(), Path(var))
@@ -202,7 +202,7 @@ def worker_command(path: Path) -> list[str]:
     return [sys.executable, manage, "serve", *options]
 
 
-def worker_environment(workers: int = 1) -> dict[str, str]:
+def worker_environment(workers: int) -> dict[str, str]:
     """Parley's settings (those project.settings reads), minus serve's own, and what Python
     needs; the model and hosts this serve uses, its key's file (the key itself only when the
     environment gave it), nginx's headers, and how many `workers` share the host. Nothing else
@@ -213,7 +213,7 @@ def worker_environment(workers: int = 1) -> dict[str, str]:
     env["LLM_BASE_URL"] = settings.LLM_BASE_URL
     # The hosts serve allowed, and the key it uses (perhaps made for it): every process the same.
     env["ALLOWED_HOSTS"] = ",".join(settings.ALLOWED_HOSTS)
-    # Each paces its answers by the host's load (see sessions_app/engine/coalesce.py).
+    # Each paces its answers' pieces by the host's load (see sessions_app/engine/coalesce.py).
     env["PARLEY_WORKERS"] = str(workers)
     if not os.environ.get("SECRET_KEY"):
         # Read from its file, as serve read it: a key in the environment is readable in
