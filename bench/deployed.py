@@ -1,4 +1,4 @@
-"""Figure 1d: fig 1's rounds with Parley in its deployed shape, `manage.py serve --workers N`:
+"""Figure 1d: fig 1's steps with Parley in its deployed shape, `manage.py serve --workers N`:
 nginx in front of one daphne process per core, on PostgreSQL and Redis, against Direct and
 against Parley as one process (fig 1's, on `--db`'s database), measured in the same rounds by
 the same clients. What the shape costs is its CPU per run over one process's, and its first
