@@ -54,15 +54,15 @@ def let_in(directory: Path) -> None:
     directory.chmod(0o710)
 
 
+# Trusted by the template itself: nginx warns of a network given twice.
+ALWAYS_TRUSTED = ("127.0.0.1/32", "::1/128")
+
+
 def trusted_networks(entries: list[str]) -> tuple[str, ...]:
-    """PARLEY_TRUSTED_PROXIES, each an address or a network as nginx reads it; loopback, which
-    is trusted anyway, left out."""
-    found = []
-    for entry in entries:
-        network = _trusted_network(entry)
-        if not network.is_loopback:
-            found.append(str(network))
-    return tuple(found)
+    """PARLEY_TRUSTED_PROXIES, each an address or a network as nginx reads it; those the
+    template trusts anyway left out."""
+    found = (str(_trusted_network(entry)) for entry in entries)
+    return tuple(network for network in found if network not in ALWAYS_TRUSTED)
 
 
 def _trusted_network(entry: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:

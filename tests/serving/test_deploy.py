@@ -89,7 +89,7 @@ def test_nginx_accepts_the_configuration_serve_writes(tmp_path, listen):
         workers=[nginx.address("127.0.0.1", 8001), nginx.address("127.0.0.1", 8002)],
         static_root=tmp_path / "static",
         var=tmp_path,
-        trusted=nginx.trusted_networks(["10.0.0.5", "192.168.0.0/16", "fd00::/8", "127.0.0.1"]),
+        trusted=nginx.trusted_networks(["10.0.0.5", "192.168.0.0/16", "fd00::/8", "::1"]),
     )
     site = proxy.write_config().with_name("parley.conf").read_text()
     assert "server 127.0.0.1:8001; server 127.0.0.1:8002;" in site
