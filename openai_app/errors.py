@@ -34,11 +34,13 @@ class OpenAIError(Exception):
         param: str | None = None,
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message = status, message
         self.type, self.param, self.code = type, param, code
         self.headers = headers or {}
+        self.extra = extra or {}  # Parley's own keys beside OpenAI's, e.g. a budget's figures
 
     def body(self) -> dict[str, Any]:
         return {
@@ -47,6 +49,7 @@ class OpenAIError(Exception):
                 "type": self.type,
                 "param": self.param,
                 "code": self.code,
+                **self.extra,
             }
         }
 
@@ -89,8 +92,10 @@ def translated(exc: Exception, model: str = "") -> OpenAIError | None:
         return OpenAIError(403, str(exc) or "Forbidden.", code="permission_denied")
     if isinstance(exc, RateLimited):
         headers = {"Retry-After": str(exc.seconds)}
-        code = "rate_limit_exceeded"
-        return OpenAIError(429, str(exc), type="requests", code=code, headers=headers)
+        kind = "requests" if exc.code == "rate_limit_exceeded" else exc.code
+        return OpenAIError(
+            429, str(exc), type=kind, code=exc.code, headers=headers, extra=exc.fields()
+        )
     if isinstance(exc, InputError):
         code = "string_above_max_length" if exc.status == 413 else None
         return OpenAIError(400, exc.message, param="messages", code=code)

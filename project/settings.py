@@ -66,6 +66,8 @@ INSTALLED_APPS = [
     "sessions_app",
     "datasets_app",
     "evals_app",
+    "budgets_app",
+    "audit_app",
     "openai_app",
     "serving",
 ]
@@ -239,6 +241,9 @@ PARLEY_RUNS_PER_MINUTE = envint("PARLEY_RUNS_PER_MINUTE", 30)
 # New sessions a user may start per minute (POST /api/sessions, a run without a session, a new
 # chat); 0 turns the limit off.
 PARLEY_SESSIONS_PER_MINUTE = envint("PARLEY_SESSIONS_PER_MINUTE", 30)
+# Each person's budget unless staff set one for them or their group (budgets_app.defaults):
+# e.g. "200000 tokens/day, 5 usd/month, 500 runs/week"; empty: no limit.
+PARLEY_DEFAULT_BUDGET = getenv("PARLEY_DEFAULT_BUDGET", "")
 # Processes serving Parley on this host: `serve`'s default for --workers (more than one needs
 # REDIS_URL); each worker is told their number, and paces its answers' pieces by the host's load.
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)

@@ -13,6 +13,11 @@ engine's event loop once the ends are committed, runs that ended together at onc
 awaited in a task of their own (`Signal.asend_robust`: async ones on the loop, sync ones in the
 ORM's thread), so none delays the answers' last events; a receiver's failure is logged and ends
 nothing. Live evaluation is its receiver (`evals_app.live`).
+
+`transcript_read`: staff opened someone else's conversation (a session, a run, a model call or
+a message): through the API's access gate (services.access) or in the admin. Sent with
+`sender` (the model), `reader`, `owner_id` and `obj`. The audit log is its receiver
+(`audit_app.listeners`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,14 @@ from sessions_app.models import Run
 
 run_rated = Signal()
 run_finished = Signal()
+transcript_read = Signal()
 log = logging.getLogger("parley.signals")
+
+
+def send_transcript_read(reader: Any, obj: Any, owner_id: Any) -> None:
+    """Tell the receivers that `reader` opened `obj` of someone else's, if it is."""
+    if owner_id is not None and owner_id != reader.pk:
+        transcript_read.send(type(obj), reader=reader, owner_id=owner_id, obj=obj)
 
 
 def send_run_rated(runs: QuerySet[Run], rater: str) -> None:

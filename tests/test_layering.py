@@ -105,7 +105,9 @@ def test_project_is_configuration_only():
     assert files == {"__init__.py", "settings.py", "urls.py", "asgi.py", "api.py"}
 
 
-@pytest.mark.parametrize("package", ["sessions_app", "datasets_app", "evals_app", "safety"])
+@pytest.mark.parametrize(
+    "package", ["sessions_app", "datasets_app", "evals_app", "budgets_app", "audit_app", "safety"]
+)
 def test_the_apps_never_import_the_processes_that_serve_them(package):
     assert imports_of((package,), ("serving", "project")) == []
 
@@ -114,6 +116,14 @@ def test_evaluation_plugs_in_from_above():
     """The chat and datasets apps name no part of evaluation: it plugs into the engine's start
     and stop (lifespan.on_start, on_stop) from its AppConfig.ready."""
     assert imports_of(("sessions_app", "datasets_app"), ("evals_app",)) == []
+
+
+def test_budgets_and_the_audit_log_plug_in_from_above():
+    """The chat app names neither: budgets fill its admission check and settings sections,
+    the audit log hears its signals. The audit log names no app but the chat app, so every
+    other may write to it."""
+    assert imports_of(("sessions_app",), ("budgets_app", "audit_app")) == []
+    assert imports_of(("audit_app",), ("budgets_app", "datasets_app", "evals_app")) == []
 
 
 def test_safe_defaults_import_no_app():

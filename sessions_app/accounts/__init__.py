@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from sessions_app.accounts import auth_urls, signins, signout, token_urls
 from sessions_app.accounts.login_throttle import ThrottledLogin
+from sessions_app.accounts.sections import Section as SettingsSection
+from sessions_app.accounts.sections import add_settings_section
 from sessions_app.accounts.settings_views import account_settings
 from sessions_app.accounts.standing import Inactive, SignedIn, active_user, active_users
 from sessions_app.accounts.tokens import (
@@ -29,6 +31,7 @@ from sessions_app.accounts.tokens import (
 __all__ = [
     "PREFIX",
     "Inactive",
+    "SettingsSection",
     "SignedIn",
     "ThrottledLogin",
     "TokenClaim",
@@ -37,6 +40,7 @@ __all__ = [
     "account_settings",
     "active_user",
     "active_users",
+    "add_settings_section",
     "auth_urls",
     "create_token",
     "describe_expiry",

@@ -1,4 +1,5 @@
-"""A signed-in user's own settings: whether their conversations may be used for training."""
+"""A signed-in user's own settings: whether their conversations may be used for training, and
+the sections other apps add (sections.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from sessions_app.accounts.sections import sections_for
 from sessions_app.models import User
 
 
@@ -35,4 +37,5 @@ def account_settings(request: HttpRequest) -> HttpResponse:
         word = "may" if allowed else "will not"
         messages.success(request, f"Saved: your conversations {word} be used for training.")
         return redirect("account_settings")
-    return render(request, "sessions_app/account_settings.html", {"form": form})
+    context = {"form": form, "sections": sections_for(request)}
+    return render(request, "sessions_app/account_settings.html", context)

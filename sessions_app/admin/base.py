@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
+from sessions_app import signals
 from sessions_app.admin import display
 
 # Below this many rows by PostgreSQL's estimate, counting exactly is cheap enough.
@@ -116,3 +117,21 @@ class RecordAdmin(ListAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The changelist's actions need "change"; an object's own page is for reading.
         return obj is None and super().has_change_permission(request)
+
+
+class ReadIsTold:
+    """A conversation's record whose page, opened by staff other than its owner, is told to
+    whoever listens (signals.transcript_read: the audit log). `owner_key` is the attribute that
+    holds the owner's key."""
+
+    owner_key = "user_id"
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, obj: Any = None, **kw: Any
+    ) -> Any:
+        if obj is not None and request.method == "GET":
+            owner = obj
+            for part in self.owner_key.split("."):
+                owner = getattr(owner, part)
+            signals.send_transcript_read(request.user, obj, owner)
+        return super().render_change_form(request, context, *args, obj=obj, **kw)  # type: ignore[misc]

@@ -10,13 +10,13 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import display, transcript
-from sessions_app.admin.base import MetricColumns, RecordAdmin
+from sessions_app.admin.base import MetricColumns, ReadIsTold, RecordAdmin
 from sessions_app.admin.filters import ModelNameFilter
 from sessions_app.models import LLMCall, Run, Session
 
 
 @admin.register(LLMCall)
-class LLMCallAdmin(MetricColumns, RecordAdmin):
+class LLMCallAdmin(ReadIsTold, MetricColumns, RecordAdmin):
     list_display = [
         "created_at", "kind", "model", "user", "run_link", "tokens_in", "tokens_out",
         "first_token", "took", "cost", "ok",

@@ -10,7 +10,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import actions, display, extensions, transcript
-from sessions_app.admin.base import MetricColumns, RecordAdmin
+from sessions_app.admin.base import MetricColumns, ReadIsTold, RecordAdmin
 from sessions_app.admin.filters import (
     AgentVersionFilter,
     ModelNameFilter,
@@ -24,6 +24,7 @@ from sessions_app.services.sessions import session_title
 
 @admin.register(Run)
 class RunAdmin(
+    ReadIsTold,
     extensions.ExtraActions,
     extensions.ExtraListFilters,
     extensions.ExtraListColumns,
@@ -124,7 +125,8 @@ class RunAdmin(
 
 
 @admin.register(Message)
-class MessageAdmin(RecordAdmin):
+class MessageAdmin(ReadIsTold, RecordAdmin):
+    owner_key = "session.user_id"
     list_display = ["text", "role", "run_link", "session_link", "created_at"]
     list_display_links = ["text"]
     list_filter = ["role"]

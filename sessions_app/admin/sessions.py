@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import actions, display, extensions, transcript
-from sessions_app.admin.base import ListAdmin, total_per_row
+from sessions_app.admin.base import ListAdmin, ReadIsTold, total_per_row
 from sessions_app.admin.filters import HasErrorsFilter, HasFeedbackFilter, OwnerFilter
 from sessions_app.ids import session_id_or_none
 from sessions_app.models import ACTIVE_STATUSES, LLMCall, Run, RunStatus, Session
@@ -51,7 +51,7 @@ def _failed_runs(count: int) -> str:
 
 
 @admin.register(Session)
-class SessionAdmin(extensions.ExtraActions, ListAdmin):
+class SessionAdmin(ReadIsTold, extensions.ExtraActions, ListAdmin):
     form = SessionForm
     list_display = [
         "title", "owner", "agent_name", "runs", "tokens", "cost", "errors", "source",

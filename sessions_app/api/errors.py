@@ -88,7 +88,8 @@ def _install_retry_and_auth_handlers(api: NinjaAPI) -> None:
         return response
 
     def rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
-        response = api.create_response(request, {"detail": str(exc)}, status=429)
+        body = {"detail": str(exc), **exc.fields()}
+        response = api.create_response(request, body, status=429)
         response["Retry-After"] = str(exc.seconds)
         return response
 

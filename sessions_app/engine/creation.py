@@ -1,8 +1,9 @@
 """Creating runs together: one transaction for the runs (and new sessions) of many asks, with
 bulk queries, and the plan of each run's model call, its request sent ahead (see early).
 
-A run's rate limit, access gates, agent, session state, history and few-shot examples are all
-read here, for the whole batch at once (see start for the batching and its fallbacks).
+A run's rate limit, access gates, admission checks (budgets), agent, session state, history and
+few-shot examples are all read here, for the whole batch at once (see start for the batching and
+its fallbacks).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from sessions_app.models import (
     Session,
 )
 from sessions_app.process import WORKER_ID
-from sessions_app.services import examples, ratelimit, statesize, tools
+from sessions_app.services import admission, examples, ratelimit, statesize, tools
 from sessions_app.services.access import agent_scope, get_agent_for_user, get_sessions_for_owner
 from sessions_app.services.context import Turn, build_messages_many
 from sessions_app.services.sessions import default_session_name
@@ -87,7 +88,8 @@ class Creation:
             live.plan = plan
 
     def _admit(self) -> None:
-        """Rate limits, then the access gates: each ask's session and agent, or its refusal."""
+        """Rate limits, the access gates (each ask's session and agent), then the admission
+        checks (budgets): each ask's refusal, if any."""
         by_user: dict[Any, list[LiveRun]] = {}
         for live in self.runs:
             by_user.setdefault(live.ask.user.pk, []).append(live)
@@ -116,6 +118,10 @@ class Creation:
                     self._agent_and_state(live)
                 except Exception as exc:
                     live.refusal = exc
+        admitted = [live for live in self.runs if live.refusal is None]
+        asks = [(live.ask.user, live.agent.pk) for live in admitted]
+        for live, refusal in zip(admitted, admission.refusals(asks), strict=True):
+            live.refusal = refusal
 
     def _agent_and_state(self, live: LiveRun) -> None:
         """The run's agent (its session's, unless the ask names one); the state it would have."""

@@ -27,7 +27,7 @@ from sessions_app.engine.registry import registry
 from sessions_app.engine.start import launch
 from sessions_app.models import CallKind, LLMCall, Message, Role, Run, RunStatus, Session, User
 from sessions_app.process import WORKER_ID
-from sessions_app.services import context, ratelimit, tools
+from sessions_app.services import admission, context, ratelimit, tools
 from sessions_app.services.access import get_run_for_owner
 
 
@@ -68,6 +68,7 @@ def _resume(live: LiveRun) -> None:
     refusal = ratelimit.refusals(ask.user, [(ratelimit.RUN,)])[0]
     if refusal is not None:
         raise refusal
+    admission.check(ask.user, run.agent_id)
     with transaction.atomic():
         round_ = _last_round(run)
         given = ask.resume.results

@@ -206,6 +206,8 @@ class Run(TokenMetrics):
         ]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            # The rate limit and budgets count a person's latest runs.
+            models.Index(fields=["user", "created_at"], name="run_user_time"),
             # The admin and the dashboard list and count runs by when they started, ratings by
             # when they were given.
             models.Index(fields=["created_at", "run_id"], name="run_created"),

@@ -59,7 +59,11 @@ class LLMCall(TokenMetrics):
     class Meta:
         ordering = ["-created_at"]
         # A user's token total (the admin's user list) is read from the index alone.
-        indexes = [models.Index(fields=["user", "total_tokens"], name="llmcall_user_tokens")]
+        indexes = [
+            models.Index(fields=["user", "total_tokens"], name="llmcall_user_tokens"),
+            # A person's budget sums their calls since the period began.
+            models.Index(fields=["user", "created_at"], name="llmcall_user_time"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} call to {self.model}"

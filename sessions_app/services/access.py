@@ -18,6 +18,7 @@ from typing import Any, NoReturn, TypeVar
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 
+from sessions_app import signals
 from sessions_app.ids import session_id_or_none
 from sessions_app.models import Agent, Run, Session, User
 from sessions_app.services.permissions import SCOPE, Action, is_staff, missing, staff_may
@@ -73,11 +74,14 @@ def _owned(
     if not allowed:
         objects = objects.filter(user=user)
     try:
-        return objects.get(pk=pk)
+        found = objects.get(pk=pk)
     except model.DoesNotExist as exc:
         if is_staff(user) and not allowed:
             raise missing(action, model) from exc
         raise NotFound from exc
+    if action == "view":
+        signals.send_transcript_read(user, found, found.user_id)
+    return found
 
 
 def sessions_for_user(user: User, owner: str | None = None) -> QuerySet[Session]:

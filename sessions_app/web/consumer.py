@@ -139,7 +139,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ratelimit.RateLimited as exc:
             wait = exc.seconds
             doing = "starting new chats" if exc.kind == ratelimit.SESSION else "sending"
-            await self.notice(f"You are {doing} too fast; try again in {wait} seconds.")
+            said = f"You are {doing} too fast; try again in {wait} seconds."
+            await self.notice(exc.in_words() or said)
         except DatabaseError as exc:
             message = outage.describe(exc)
             log.error("chat frame failed: %s", exc, exc_info=message is None)

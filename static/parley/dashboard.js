@@ -16,6 +16,7 @@
     usd: (v) => "$" + Number(v).toFixed(v >= 1 ? 2 : 4),
     seconds: (v) => Number(v).toFixed(2) + " s",
     score: (v) => Number(v).toFixed(2),
+    percent: (v) => Number(v).toFixed(0) + " %",
   };
 
   function themeColours() {

@@ -1,0 +1,104 @@
+"""The audit log: staff reading someone else's conversation (API and admin), and rights changed
+in the admin, are on the record; the record is read in the admin and changed by no one."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, Permission
+from django.test import Client
+
+from audit_app.models import Action, AuditEntry
+from sessions_app.models import LLMCall, Message, Role, Run, RunStatus, Session
+from tests.support.roles import grant
+
+pytestmark = pytest.mark.django_db
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def conversation(alice, agent):
+    session = Session.objects.create(user=alice, agent=agent, session_name="private matters")
+    run = Run.objects.create(
+        session=session, user=alice, agent=agent, position=1, status=RunStatus.COMPLETED,
+        input="a secret", content="noted",
+    )  # fmt: skip
+    message = Message.objects.create(run=run, session=session, order=0, role=Role.USER,
+                                     content="a secret")  # fmt: skip
+    call = LLMCall.objects.create(run=run, session=session, user=alice, model="m")
+    return session, run, message, call
+
+
+def test_staff_reading_a_transcript_through_the_api_is_recorded(staff, alice, conversation):
+    session, run, *_ = conversation
+    grant(staff, "view_session")
+    client = signed_in(staff)
+    assert client.get(f"/api/sessions/{session.pk}/messages").status_code == 200
+    assert client.get(f"/api/runs/{run.pk}").status_code == 200
+    entries = list(AuditEntry.objects.order_by("pk"))
+    assert [(e.action, e.actor_id, e.subject_id) for e in entries] == [
+        (Action.TRANSCRIPT_READ, staff.pk, alice.pk)
+    ] * 2
+    assert entries[0].object_type == "sessions_app.Session"
+    assert entries[0].object_id == session.pk
+    # Names things by id, never by what the person wrote.
+    assert "private" not in entries[0].summary and "secret" not in entries[1].summary
+
+
+def test_a_person_reading_their_own_sessions_is_not_recorded(alice, conversation):
+    session, *_ = conversation
+    assert signed_in(alice).get(f"/api/sessions/{session.pk}/messages").status_code == 200
+    assert not AuditEntry.objects.exists()
+
+
+def test_opening_someone_elses_records_in_the_admin_is_recorded(root, superuser, alice, conversation):
+    session, run, message, call = conversation
+    for model, obj in [("session", session), ("run", run), ("message", message),
+                       ("llmcall", call)]:  # fmt: skip
+        page = root.get(f"/admin/sessions_app/{model}/{obj.pk}/change/")
+        assert page.status_code == 200
+    entries = AuditEntry.objects.order_by("pk")
+    assert [e.object_type for e in entries] == [
+        "sessions_app.Session", "sessions_app.Run", "sessions_app.Message", "sessions_app.LLMCall"
+    ]  # fmt: skip
+    assert {(e.actor_id, e.subject_id) for e in entries} == {(superuser.pk, alice.pk)}
+    # The lists show excerpts, not a transcript: not recorded.
+    root.get("/admin/sessions_app/session/")
+    assert AuditEntry.objects.count() == 4
+
+
+def test_rights_changed_in_the_admin_are_recorded(root, superuser, alice):
+    page = root.get(f"/admin/sessions_app/user/{alice.pk}/change/")
+    form = page.context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None and k != "password"}
+    data.update({"is_staff": "on", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00",
+                 "groups": [], "user_permissions": []})  # fmt: skip
+    data.pop("date_joined", None)
+    data.pop("last_login", None)
+    assert root.post(f"/admin/sessions_app/user/{alice.pk}/change/", data).status_code == 302
+    team = {"name": "team", "permissions": [Permission.objects.get(codename="view_run").pk]}
+    assert root.post("/admin/auth/group/add/", team).status_code == 302
+    entries = list(AuditEntry.objects.filter(action=Action.PERMISSION).order_by("pk"))
+    assert entries[0].subject_id == alice.pk and "Staff status" in entries[0].summary
+    assert entries[1].summary == f"Added group #{Group.objects.get().pk}"
+    assert all(e.actor_id == superuser.pk for e in entries)
+    assert "alice" not in entries[0].summary
+
+
+def test_the_log_is_read_in_the_admin_and_changed_by_no_one(root, staff, alice, conversation):
+    grant(staff, "view_session")
+    signed_in(staff).get(f"/api/sessions/{conversation[0].pk}")
+    entry = AuditEntry.objects.get()
+    listing = root.get("/admin/audit_app/auditentry/").content.decode()
+    assert "Read another person&#x27;s transcript" in listing
+    assert root.get("/admin/audit_app/auditentry/add/").status_code == 403
+    page = root.get(f"/admin/audit_app/auditentry/{entry.pk}/change/").content.decode()
+    assert 'type="submit"' not in page.split('id="auditentry_form"')[-1].split("</form>")[0]
+    posted = root.post(f"/admin/audit_app/auditentry/{entry.pk}/change/", {"summary": "x"})
+    assert posted.status_code == 403
+    assert root.post(f"/admin/audit_app/auditentry/{entry.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert AuditEntry.objects.get().summary == entry.summary
