@@ -37,7 +37,7 @@ def _read(sender: Any, reader: Any, owner_id: Any, obj: Any, **kwargs: Any) -> N
         reader,
         Action.TRANSCRIPT_READ,
         f"Opened {name} {obj.pk}",
-        subject=_user(owner_id),
+        subject=owner_id,
         obj=obj,
     )
 
@@ -51,7 +51,8 @@ def _admin_change(sender: Any, instance: LogEntry, created: bool, **kwargs: Any)
     fields = _changed_fields(instance)
     named = f"{model._meta.verbose_name} #{instance.object_id}"
     summary = f"{verb} {named}" + (f": {', '.join(fields)}" if fields else "")
-    subject = _user(instance.object_id) if model._meta.label == "sessions_app.User" else None
+    is_user = model._meta.label == "sessions_app.User"
+    subject = _user_key(instance.object_id) if is_user else None
     details = {"fields": fields, "admin_log_entry": instance.pk}
     if action == Action.BUDGET and instance.action_flag != DELETION:
         details["values"] = _values(instance)
@@ -87,5 +88,6 @@ def _plain(value: Any) -> Any:
     return value if value is None or isinstance(value, (bool, int, str)) else str(value)
 
 
-def _user(pk: Any) -> Any:
-    return get_user_model().objects.filter(pk=pk).first()
+def _user_key(pk: Any) -> int | None:
+    """The key of the account an admin entry names, if it still exists."""
+    return get_user_model().objects.filter(pk=pk).values_list("pk", flat=True).first()

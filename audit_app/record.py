@@ -19,12 +19,12 @@ def record(
     details: dict[str, Any] | None = None,
 ) -> AuditEntry:
     """Write one entry. `actor`: the staff member (a user, or None for a command run without
-    one); `subject`: the person whose data or rights it touched; `summary` and `details` name
-    things by id, never quote a person's words or names."""
+    one); `subject`: the person whose data or rights it touched (a user or their key);
+    `summary` and `details` name things by id, never quote a person's words or names."""
     return AuditEntry.objects.create(
-        actor=_person(actor),
+        actor_id=_person(actor),
         action=action,
-        subject=_person(subject),
+        subject_id=_person(subject),
         object_type=obj._meta.label if obj is not None else "",
         object_id=str(obj.pk) if obj is not None else "",
         summary=summary[:300],
@@ -33,4 +33,7 @@ def record(
 
 
 def _person(user: Any) -> Any:
-    return user if getattr(user, "is_authenticated", False) and user.pk else None
+    """A user's key: None for no one (or an anonymous user)."""
+    if user is None or isinstance(user, int):
+        return user
+    return user.pk if getattr(user, "is_authenticated", False) else None

@@ -68,6 +68,8 @@ INSTALLED_APPS = [
     "evals_app",
     "budgets_app",
     "audit_app",
+    "shares_app",
+    "privacy_app",
     "openai_app",
     "serving",
 ]
@@ -244,6 +246,11 @@ PARLEY_SESSIONS_PER_MINUTE = envint("PARLEY_SESSIONS_PER_MINUTE", 30)
 # Each person's budget unless staff set one for them or their group (budgets_app.defaults):
 # e.g. "200000 tokens/day, 5 usd/month, 500 runs/week"; empty: no limit.
 PARLEY_DEFAULT_BUDGET = getenv("PARLEY_DEFAULT_BUDGET", "")
+# Days a session is kept after its last activity before `manage.py purge_expired` deletes it
+# (an agent may set its own); 0: forever.
+PARLEY_RETENTION_DAYS = envint("PARLEY_RETENTION_DAYS", 0)
+# Share links open for anyone with the link; off: for signed-in users only.
+PARLEY_PUBLIC_SHARE_LINKS = envbool("PARLEY_PUBLIC_SHARE_LINKS", "False")
 # Processes serving Parley on this host: `serve`'s default for --workers (more than one needs
 # REDIS_URL); each worker is told their number, and paces its answers' pieces by the host's load.
 PARLEY_WORKERS = envint("PARLEY_WORKERS", 1)

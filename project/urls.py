@@ -23,6 +23,8 @@ urlpatterns = [
     path("accounts/", include(accounts.auth_urls)),
     path("tokens/", include(accounts.token_urls)),
     path("", include("sessions_app.web.urls")),
+    # After the chat's URLs, which register the session id's converter these use.
+    path("", include("shares_app.urls")),
 ]
 
 # A refusal names its reason (the permission missing), on a page or to the chat page's htmx.

@@ -23,6 +23,8 @@ from sessions_app.services import examples
 
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = "datasets_app"
+# Apps that plug into the chat app from above, as datasets and evaluation do.
+PLUGGED_IN = ("budgets_app", "audit_app", "shares_app", "privacy_app")
 
 
 def imported(source: str) -> Iterator[tuple[int, str]]:
@@ -106,7 +108,7 @@ def test_project_is_configuration_only():
 
 
 @pytest.mark.parametrize(
-    "package", ["sessions_app", "datasets_app", "evals_app", "budgets_app", "audit_app", "safety"]
+    "package", ["sessions_app", "datasets_app", "evals_app", *PLUGGED_IN, "safety"]
 )
 def test_the_apps_never_import_the_processes_that_serve_them(package):
     assert imports_of((package,), ("serving", "project")) == []
@@ -118,12 +120,16 @@ def test_evaluation_plugs_in_from_above():
     assert imports_of(("sessions_app", "datasets_app"), ("evals_app",)) == []
 
 
-def test_budgets_and_the_audit_log_plug_in_from_above():
-    """The chat app names neither: budgets fill its admission check and settings sections,
-    the audit log hears its signals. The audit log names no app but the chat app, so every
-    other may write to it."""
-    assert imports_of(("sessions_app",), ("budgets_app", "audit_app")) == []
+def test_budgets_shares_privacy_and_the_audit_log_plug_in_from_above():
+    """The chat app names none of them: budgets fill its admission check, budgets and share
+    links its settings sections, share links its conversation header, privacy its admin
+    actions; the audit log hears its signals. The audit log names no app but the chat app, so
+    every other may write to it; privacy, which erases from every app, is named by none."""
+    assert imports_of(("sessions_app",), PLUGGED_IN) == []
     assert imports_of(("audit_app",), ("budgets_app", "datasets_app", "evals_app")) == []
+    assert imports_of(("audit_app",), ("shares_app", "privacy_app")) == []
+    others = ("sessions_app", "datasets_app", "evals_app", "budgets_app", "audit_app")
+    assert imports_of((*others, "shares_app"), ("privacy_app",)) == []
 
 
 def test_safe_defaults_import_no_app():

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
 
 from sessions_app.accounts import signins
-from sessions_app.admin import display
+from sessions_app.admin import display, extensions
 from sessions_app.admin.base import ListAdmin, total_per_row
 from sessions_app.models import LLMCall, Run, Session, User
 
@@ -28,7 +28,7 @@ admin.site.password_change = _own_password_change
 
 
 @admin.register(User)
-class ParleyUserAdmin(ListAdmin, UserAdmin):
+class ParleyUserAdmin(extensions.ExtraActions, ListAdmin, UserAdmin):
     list_display = [
         "username", "email", "is_staff", "is_active", "sessions", "runs", "tokens",
         "last_active", "date_joined",

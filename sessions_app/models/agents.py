@@ -58,6 +58,12 @@ class Agent(models.Model):
     fewshot_count = models.PositiveSmallIntegerField(
         default=3, validators=[MaxValueValidator(20)], help_text="How many examples."
     )
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Days a session with this agent is kept after its last activity before "
+        "manage.py purge_expired deletes it; empty: PARLEY_RETENTION_DAYS; 0: forever.",
+    )
     fewshot_order = models.CharField(
         max_length=10, choices=FewShotOrder.choices, default=FewShotOrder.NEWEST
     )

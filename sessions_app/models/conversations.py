@@ -49,6 +49,10 @@ class Session(models.Model):
         editable=False,
         help_text="Where the session was made.",
     )
+    # Staff's choice: left alone by the retention period's purge (manage.py purge_expired).
+    kept = models.BooleanField(
+        default=False, help_text="Kept past the retention period: never purged as expired."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from sessions_app.models import Message, Run, RunStatus, Session, usage_known
 from sessions_app.services.markdown import render_markdown
 from sessions_app.services.sessions import session_title
+from sessions_app.web import links
 
 
 def tools_by_run(session: Session) -> dict[str, list[dict[str, str]]]:
@@ -162,6 +163,7 @@ def render_new_session(session: Session) -> str:
             "title": session_title(session),
             "may_change": True,
             "may_delete": True,
+            "links": links.links_for(session, own=True),
         },
     )
     return (

@@ -25,6 +25,7 @@ from sessions_app.models import Agent, Session
 from sessions_app.services import feedback, sessions, statesize
 from sessions_app.services.access import NotFound, get_session_for_user
 from sessions_app.services.permissions import Action, staff_may
+from sessions_app.web import links
 from sessions_app.web.rendering import render_session_item, run_view, tools_of
 
 SIDEBAR_PAGE_SIZE = 30
@@ -162,6 +163,7 @@ def _header_context(request: HttpRequest, session: Session) -> dict[str, Any]:
         "own": own,
         "may_change": own or staff_may(request.user, "change", Session),
         "may_delete": own or staff_may(request.user, "delete", Session),
+        "links": links.links_for(session, own),
     }
 
 

@@ -55,7 +55,9 @@ def test_a_person_reading_their_own_sessions_is_not_recorded(alice, conversation
     assert not AuditEntry.objects.exists()
 
 
-def test_opening_someone_elses_records_in_the_admin_is_recorded(root, superuser, alice, conversation):
+def test_opening_someone_elses_records_in_the_admin_is_recorded(
+    root, superuser, alice, conversation
+):
     session, run, message, call = conversation
     for model, obj in [("session", session), ("run", run), ("message", message),
                        ("llmcall", call)]:  # fmt: skip
@@ -100,5 +102,8 @@ def test_the_log_is_read_in_the_admin_and_changed_by_no_one(root, staff, alice, 
     assert 'type="submit"' not in page.split('id="auditentry_form"')[-1].split("</form>")[0]
     posted = root.post(f"/admin/audit_app/auditentry/{entry.pk}/change/", {"summary": "x"})
     assert posted.status_code == 403
-    assert root.post(f"/admin/audit_app/auditentry/{entry.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert (
+        root.post(f"/admin/audit_app/auditentry/{entry.pk}/delete/", {"post": "yes"}).status_code
+        == 403
+    )
     assert AuditEntry.objects.get().summary == entry.summary
