@@ -15,7 +15,7 @@ from django.forms.models import model_to_dict
 
 from audit_app.models import Action
 from audit_app.record import record
-from sessions_app.signals import transcript_read
+from sessions_app.signals import data_exported, transcript_read
 
 # The admin's changes the log keeps, by model label: what they are.
 WATCHED = {
@@ -28,6 +28,7 @@ _VERB = {ADDITION: "Added", DELETION: "Deleted"}
 
 def connect() -> None:
     transcript_read.connect(_read, dispatch_uid="audit-transcript-read")
+    data_exported.connect(_exported, dispatch_uid="audit-data-exported")
     post_save.connect(_admin_change, sender=LogEntry, dispatch_uid="audit-admin-change")
 
 
@@ -39,6 +40,18 @@ def _read(sender: Any, reader: Any, owner_id: Any, obj: Any, **kwargs: Any) -> N
         f"Opened {name} {obj.pk}",
         subject=owner_id,
         obj=obj,
+    )
+
+
+def _exported(sender: Any, reader: Any, count: int, owner_ids: list[Any], **kwargs: Any) -> None:
+    name = sender._meta.verbose_name_plural
+    subject = owner_ids[0] if len(owner_ids) == 1 else None
+    record(
+        reader,
+        Action.EXPORT,
+        f"Exported {count} {name} as JSON",
+        subject=subject,
+        details={"owner_ids": owner_ids},
     )
 
 

@@ -40,11 +40,15 @@ def budget_figures(scope: object) -> DashboardFigures:
         bars.append((f"{label} (most used)", _percent(top, limit.amount)))
         people_out |= out
     tile = Tile(
-        "budgets_used_up", "People at a budget limit", "count", len(people_out), None,
+        "budgets_used_up",
+        "People at a budget limit",
+        "count",
+        len(people_out),
+        None,
         "People who have used up a limit of their own (their budget, their group's for each "
         "member, or the default) in its current period; new runs wait until it renews.",
         lower_is_better=True,
-    )  # fmt: skip
+    )
     if not bars:
         return DashboardFigures([tile])
     bars = sorted(bars, key=lambda bar: -bar[1])[:MAX_BARS]
@@ -86,11 +90,8 @@ def _governed(
 ) -> QuerySet[Any]:
     """`people` less those a more specific budget of the same kind holds (rules.limits_for:
     their own, then their groups', then everyone's, then the default)."""
-    same = [
-        b for b in budgets
-        if not b.shared and (b.measure, b.period, b.agent_id)
-        == (limit.measure, limit.period, limit.agent_id)
-    ]  # fmt: skip
+    key = (limit.measure, limit.period, limit.agent_id)
+    same = [b for b in budgets if not b.shared and (b.measure, b.period, b.agent_id) == key]
     if level > 2 and any(not b.user_id and not b.group_id for b in same):
         return people.none()
     own = [b.user_id for b in same if b.user_id]

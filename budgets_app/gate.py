@@ -69,7 +69,7 @@ class BudgetExceeded(RateLimited):
 def refusals(asks: Sequence[tuple[Any, Any]], *, new_runs: bool = True) -> list[Exception | None]:
     """For runs asked at once, each (user, agent_id): each one's BudgetExceeded, or None for
     those admitted. `new_runs` false: runs going on, already counted as runs."""
-    limits = {user.pk: rules.limits_for(user) for user, _ in asks}
+    limits = rules.limits_for_many(list({user.pk: user for user, _ in asks}.values()))
     if not any(limits.values()):
         return [None] * len(asks)
     now = timezone.now()

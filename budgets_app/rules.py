@@ -9,6 +9,7 @@ agent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -18,6 +19,7 @@ from django.db.models import Q
 from budgets_app.defaults import default_budget
 from budgets_app.models import Budget, amount_text
 from budgets_app.periods import ADJECTIVE
+from sessions_app.models import User
 
 # Whose use a limit counts: ("user", pk), ("group", pk) or ("everyone", None).
 Pool = tuple[str, Any]
@@ -52,15 +54,37 @@ class Limit:
 
 
 def limits_for(user: Any) -> list[Limit]:
-    """Every limit `user`'s runs are held to (one query)."""
+    """Every limit `user`'s runs are held to."""
+    return limits_for_many([user])[user.pk]
+
+
+def limits_for_many(users: Sequence[Any]) -> dict[Any, list[Limit]]:
+    """Every limit each of `users` is held to, by their key: one query, and one more for
+    their groups when a group has a budget."""
+    pks = {user.pk for user in users}
+    members = User.groups.through.objects.filter(user__in=pks)
     rows = list(
         Budget.objects.filter(
-            Q(user=user) | Q(group__in=user.groups.all()) | Q(user=None, group=None)
+            Q(user__in=pks) | Q(group__in=members.values("group")) | Q(user=None, group=None)
         ).select_related("group", "agent")
     )
-    return _personal(user, [b for b in rows if not b.shared]) + [
-        _limit(user, b) for b in rows if b.shared
-    ]
+    groups_of: dict[Any, set[Any]] = {pk: set() for pk in pks}
+    if any(budget.group_id for budget in rows):
+        for user_id, group_id in members.values_list("user_id", "group_id"):
+            groups_of[user_id].add(group_id)
+    found = {}
+    for user in users:
+        theirs = [b for b in rows if _holds(b, user.pk, groups_of[user.pk])]
+        found[user.pk] = _personal(user, [b for b in theirs if not b.shared]) + [
+            _limit(user, b) for b in theirs if b.shared
+        ]
+    return found
+
+
+def _holds(budget: Budget, user_id: Any, groups: set[Any]) -> bool:
+    if budget.user_id:
+        return budget.user_id == user_id
+    return budget.group_id in groups if budget.group_id else True
 
 
 def _personal(user: Any, rows: list[Budget]) -> list[Limit]:

@@ -163,7 +163,9 @@ def export_dataset(
 ) -> HttpResponse:
     dataset = catalog.get_dataset_for_user(_user(request), dataset_id, catalog.EXPORT)
     # An unknown format raises export.UnknownFormat (a ValueError: 422) before anything is sent.
-    return export.response(dataset, query.format, query.split, redact=query.redact)
+    return export.response(
+        dataset, query.format, query.split, redact=query.redact, actor=_user(request)
+    )
 
 
 @datasets_router.get(

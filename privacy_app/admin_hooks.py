@@ -36,8 +36,13 @@ def _set_kept(
     Session.objects.filter(pk__in=[s.pk for s in changed]).update(kept=kept)
     verb = "Kept" if kept else "Stopped keeping"
     for session in changed:
-        record(request.user, Audited.KEPT, f"{verb} session {session.pk}",
-               subject=session.user_id, obj=session)  # fmt: skip
+        record(
+            request.user,
+            Audited.KEPT,
+            f"{verb} session {session.pk}",
+            subject=session.user_id,
+            obj=session,
+        )
     modeladmin.message_user(request, f"{verb} {len(changed)} session(s).", messages.SUCCESS)
 
 

@@ -59,8 +59,13 @@ def erase(user: User, actor: Any = None) -> Counter[str]:
         report.update(_the_rest(user))
         report["admin history entries"] = _unname_history(user, sessions, runs, report)
         report["account"] = _anonymise(user)
-        record(actor, Action.ERASURE, f"Erased user #{user.pk}", subject=user,
-               details={k: v for k, v in report.items() if v})  # fmt: skip
+        record(
+            actor,
+            Action.ERASURE,
+            f"Erased user #{user.pk}",
+            subject=user,
+            details={k: v for k, v in report.items() if v},
+        )
     return report
 
 

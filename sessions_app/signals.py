@@ -18,6 +18,10 @@ nothing. Live evaluation is its receiver (`evals_app.live`).
 a message): through the API's access gate (services.access) or in the admin. Sent with
 `sender` (the model), `reader`, `owner_id` and `obj`. The audit log is its receiver
 (`audit_app.listeners`).
+
+`data_exported`: staff downloaded conversations (the admin's JSON export of sessions or runs).
+Sent with `sender` (the model), `reader`, `count` and `owner_ids` (whose they were). The audit
+log is its receiver.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from sessions_app.models import Run
 run_rated = Signal()
 run_finished = Signal()
 transcript_read = Signal()
+data_exported = Signal()
 log = logging.getLogger("parley.signals")
 
 

@@ -44,8 +44,13 @@ class ShareLinkAdmin(admin.ModelAdmin):
         for link in queryset.filter(revoked_at=None):
             if links.revoke(link):
                 revoked += 1
-                record(request.user, Action.SHARE_REVOKED, f"Revoked share link {link.pk}",
-                       subject=link.owner, obj=link)  # fmt: skip
+                record(
+                    request.user,
+                    Action.SHARE_REVOKED,
+                    f"Revoked share link {link.pk}",
+                    subject=link.owner,
+                    obj=link,
+                )
         self.message_user(request, f"Revoked {revoked} link(s).", messages.SUCCESS)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

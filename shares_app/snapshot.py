@@ -46,8 +46,11 @@ def _tools(session: Session) -> dict[str, list[dict[str, str]]]:
         if role == Role.ASSISTANT and calls:
             for call in calls:
                 function = call.get("function", {})
-                shown = {"name": function.get("name", ""), "arguments":
-                         function.get("arguments", ""), "result": ""}  # fmt: skip
+                shown = {
+                    "name": function.get("name", ""),
+                    "arguments": function.get("arguments", ""),
+                    "result": "",
+                }
                 found.setdefault(str(run_id), []).append(shown)
                 by_id[call.get("id", "")] = shown
         elif role == Role.TOOL and call_id in by_id:

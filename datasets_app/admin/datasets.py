@@ -191,7 +191,10 @@ class DatasetAdmin(admin.ModelAdmin):
         if form.is_valid():
             data = form.cleaned_data
             try:
-                return answer(dataset, data["format"], data["split"] or None, redact=data["redact"])
+                split = data["split"] or None
+                return answer(
+                    dataset, data["format"], split, redact=data["redact"], actor=request.user
+                )
             except export.UnknownFormat as exc:
                 messages.error(request, str(exc))
         else:

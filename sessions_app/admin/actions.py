@@ -12,6 +12,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 from django.utils import timezone
 
+from sessions_app import signals
 from sessions_app.api.schemas.messages import MessageOut
 from sessions_app.api.schemas.runs import RunOut
 from sessions_app.api.schemas.sessions import SessionOut
@@ -111,6 +112,7 @@ def _runs(keys: list[Any]) -> list[dict[str, Any]]:
 def export_sessions_json(
     modeladmin: Any, request: HttpRequest, queryset: QuerySet[Session]
 ) -> StreamingHttpResponse:
+    _tell_exported(request, queryset)
     return _json_download(queryset, _sessions, "parley-sessions.json")
 
 
@@ -118,4 +120,12 @@ def export_sessions_json(
 def export_runs_json(
     modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run]
 ) -> StreamingHttpResponse:
+    _tell_exported(request, queryset)
     return _json_download(queryset, _runs, "parley-runs.json")
+
+
+def _tell_exported(request: HttpRequest, queryset: QuerySet[Any]) -> None:
+    owners = sorted(set(queryset.order_by().values_list("user_id", flat=True)))
+    signals.data_exported.send(
+        queryset.model, reader=request.user, count=queryset.count(), owner_ids=owners
+    )

@@ -3,8 +3,11 @@ in the admin, are on the record; the record is read in the admin and changed by 
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.contrib.auth.models import Group, Permission
+from django.core.management import call_command
 from django.test import Client
 
 from audit_app.models import Action, AuditEntry
@@ -24,11 +27,17 @@ def signed_in(user) -> Client:
 def conversation(alice, agent):
     session = Session.objects.create(user=alice, agent=agent, session_name="private matters")
     run = Run.objects.create(
-        session=session, user=alice, agent=agent, position=1, status=RunStatus.COMPLETED,
-        input="a secret", content="noted",
-    )  # fmt: skip
-    message = Message.objects.create(run=run, session=session, order=0, role=Role.USER,
-                                     content="a secret")  # fmt: skip
+        session=session,
+        user=alice,
+        agent=agent,
+        position=1,
+        status=RunStatus.COMPLETED,
+        input="a secret",
+        content="noted",
+    )
+    message = Message.objects.create(
+        run=run, session=session, order=0, role=Role.USER, content="a secret"
+    )
     call = LLMCall.objects.create(run=run, session=session, user=alice, model="m")
     return session, run, message, call
 
@@ -59,8 +68,7 @@ def test_opening_someone_elses_records_in_the_admin_is_recorded(
     root, superuser, alice, conversation
 ):
     session, run, message, call = conversation
-    for model, obj in [("session", session), ("run", run), ("message", message),
-                       ("llmcall", call)]:  # fmt: skip
+    for model, obj in [("session", session), ("run", run), ("message", message), ("llmcall", call)]:
         page = root.get(f"/admin/sessions_app/{model}/{obj.pk}/change/")
         assert page.status_code == 200
     entries = AuditEntry.objects.order_by("pk")
@@ -77,8 +85,15 @@ def test_rights_changed_in_the_admin_are_recorded(root, superuser, alice):
     page = root.get(f"/admin/sessions_app/user/{alice.pk}/change/")
     form = page.context["adminform"].form
     data = {k: v for k, v in form.initial.items() if v is not None and k != "password"}
-    data.update({"is_staff": "on", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00",
-                 "groups": [], "user_permissions": []})  # fmt: skip
+    data.update(
+        {
+            "is_staff": "on",
+            "date_joined_0": "2026-01-01",
+            "date_joined_1": "00:00:00",
+            "groups": [],
+            "user_permissions": [],
+        }
+    )
     data.pop("date_joined", None)
     data.pop("last_login", None)
     assert root.post(f"/admin/sessions_app/user/{alice.pk}/change/", data).status_code == 302
@@ -107,3 +122,31 @@ def test_the_log_is_read_in_the_admin_and_changed_by_no_one(root, staff, alice, 
         == 403
     )
     assert AuditEntry.objects.get().summary == entry.summary
+
+
+def test_exports_are_recorded(root, superuser, alice, conversation):
+    from datasets_app.models import Dataset
+
+    dataset = Dataset.objects.create(name="answers")
+    got = root.get(f"/api/datasets/{dataset.pk}/export?format=openai-chat&redact=true")
+    assert got.status_code == 200
+    session = conversation[0]
+    form = {"action": "export_sessions_json", "_selected_action": [session.pk]}
+    assert root.post("/admin/sessions_app/session/", form).status_code == 200
+    call_command(
+        "export_dataset",
+        "--dataset",
+        "answers",
+        "--format",
+        "csv",
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
+    entries = list(AuditEntry.objects.filter(action=Action.EXPORT).order_by("pk"))
+    assert [(e.actor_id, e.summary) for e in entries] == [
+        (superuser.pk, f"Exported dataset {dataset.pk} as openai-chat"),
+        (superuser.pk, "Exported 1 sessions as JSON"),
+        (None, f"Exported dataset {dataset.pk} as csv"),
+    ]
+    assert entries[0].details["redact"] is True
+    assert entries[1].subject_id == alice.pk

@@ -184,8 +184,9 @@ async def test_tokens_overshoot_by_at_most_the_runs_in_flight_when_reached(alice
     starts after."""
     await Budget.objects.acreate(user=alice, measure="tokens", period="day", limit=100)
     as_alice = await client_of(alice)
-    upstream.script(*[Reply("x", first_delay=0.3, prompt_tokens=30, completion_tokens=30)
-                      for _ in range(3)])  # fmt: skip
+    upstream.script(
+        *[Reply("x", first_delay=0.3, prompt_tokens=30, completion_tokens=30) for _ in range(3)]
+    )
     first = await asyncio.gather(*(run(as_alice, f"{n}") for n in range(3)))
     assert [r.status_code for r in first] == [200] * 3  # in flight together: 180 tokens
     assert (await run(as_alice)).status_code == 429

@@ -60,9 +60,12 @@ def test_experiments_count_to_the_staff_member_who_started_them(staff, agent):
     version = agent.live_version
     experiment = Experiment.objects.create(dataset=dataset, baseline=version, created_by=staff)
     trial = Trial.objects.create(
-        experiment=experiment, item_uuid="00000000-0000-0000-0000-000000000001",
-        version=version, total_tokens=300, finished_at=experiment.created_at,
-    )  # fmt: skip
+        experiment=experiment,
+        item_uuid="00000000-0000-0000-0000-000000000001",
+        version=version,
+        total_tokens=300,
+        finished_at=experiment.created_at,
+    )
     Score.objects.create(trial=trial, scorer="judge", judge_tokens=200)
     page = signed_in(staff).get("/settings/").content.decode()
     assert rows(page)[0].startswith("Your monthly budget of 1,000 tokens 500 tokens 500 tokens")

@@ -147,7 +147,7 @@ def user_texts(text: str) -> set[str]:
 
 async def downloaded(dataset: Dataset, fmt: str) -> str:
     """The body of the export's HTTP response, read as ASGI streams it."""
-    response = await sync_to_async(export.response)(dataset, fmt)
+    response = await sync_to_async(export.response)(dataset, fmt, actor=None)
     return b"".join([chunk async for chunk in response]).decode()
 
 
@@ -310,7 +310,7 @@ def test_an_unknown_format_or_split_is_refused(dataset):
 
 
 async def test_the_response_is_a_streamed_attachment_named_after_dataset_split_and_format(dataset):
-    response = await sync_to_async(export.response)(dataset, "openai-chat", "train")
+    response = await sync_to_async(export.response)(dataset, "openai-chat", "train", actor=None)
     assert response.is_async and response.streaming
     assert response["Content-Type"] == "application/jsonl; charset=utf-8"
     assert (

@@ -94,56 +94,95 @@ def quoting(markers: tuple[str, ...]) -> list[str]:
 def zelda(django_user_model, agent, staff):
     """A person with something in every table that can hold something of hers."""
     zelda = django_user_model.objects.create_user(
-        "zelda", "zelda@example.org", "zelda-pass-123", first_name="Zeldina",
-        last_name="Fitzgerald", is_staff=True,
-    )  # fmt: skip
+        "zelda",
+        "zelda@example.org",
+        "zelda-pass-123",
+        first_name="Zeldina",
+        last_name="Fitzgerald",
+        is_staff=True,
+    )
     team = Group.objects.create(name="team")
     zelda.groups.add(team)
     session = Session.objects.create(user=zelda, agent=agent, session_name=f"About {SECRET}")
     runs = []
     for n in range(3):
         run = Run.objects.create(
-            session=session, user=zelda, agent=agent, position=n + 1,
-            status=RunStatus.COMPLETED, input=f"{SECRET} {n}", content=f"Yes {SECRET}",
-            feedback_rating=1, feedback_comment=f"{SECRET} great",
-        )  # fmt: skip
-        Message.objects.create(run=run, session=session, order=0, role=Role.USER,
-                               content=f"{SECRET} {n}")  # fmt: skip
-        Message.objects.create(run=run, session=session, order=1, role=Role.ASSISTANT,
-                               content=f"Yes {SECRET}")  # fmt: skip
-        LLMCall.objects.create(run=run, session=session, user=zelda, model="m",
-                               total_tokens=100, cost=Decimal("0.5"),
-                               sent_messages=[{"role": "user", "content": SECRET}])  # fmt: skip
+            session=session,
+            user=zelda,
+            agent=agent,
+            position=n + 1,
+            status=RunStatus.COMPLETED,
+            input=f"{SECRET} {n}",
+            content=f"Yes {SECRET}",
+            feedback_rating=1,
+            feedback_comment=f"{SECRET} great",
+        )
+        Message.objects.create(
+            run=run, session=session, order=0, role=Role.USER, content=f"{SECRET} {n}"
+        )
+        Message.objects.create(
+            run=run, session=session, order=1, role=Role.ASSISTANT, content=f"Yes {SECRET}"
+        )
+        LLMCall.objects.create(
+            run=run,
+            session=session,
+            user=zelda,
+            model="m",
+            total_tokens=100,
+            cost=Decimal("0.5"),
+            sent_messages=[{"role": "user", "content": SECRET}],
+        )
         runs.append(run)
-    LLMCall.objects.create(session=session, user=zelda, kind=CallKind.TITLE, model="m",
-                           total_tokens=10, sent_messages=[{"content": SECRET}])  # fmt: skip
+    LLMCall.objects.create(
+        session=session,
+        user=zelda,
+        kind=CallKind.TITLE,
+        model="m",
+        total_tokens=10,
+        sent_messages=[{"content": SECRET}],
+    )
     runs[2].delete()  # a deleted run: its record stays, counted
     create_token(zelda, f"token of {SECRET}")
     links.create(session, show_owner=True, show_tools=False, days=None)
-    Budget.objects.create(user=zelda, measure="tokens", period="day", limit=1000,
-                          note=f"for {SECRET}")  # fmt: skip
+    Budget.objects.create(
+        user=zelda, measure="tokens", period="day", limit=1000, note=f"for {SECRET}"
+    )
     Budget.objects.create(group=team, shared=True, measure="tokens", period="month", limit=10**6)
     ImportedIdentity.objects.create(source="agno", external_user_id="zelda", user=zelda)
     LoginFailure.objects.create(username="zelda", address="10.0.0.1")
     dataset = Dataset.objects.create(name="good answers", created_by=zelda)
     collect.add_run(dataset, runs[0])
     item = DatasetItem.objects.get()
-    experiment = Experiment.objects.create(dataset=dataset, baseline=agent.live_version,
-                                           created_by=staff)  # fmt: skip
-    trial = Trial.objects.create(experiment=experiment, item=item, item_uuid=item.pk,
-                                 version=agent.live_version, content=f"re {SECRET}",
-                                 sent_messages=[{"content": SECRET}])  # fmt: skip
-    Score.objects.create(trial=trial, scorer="judge", reason=f"{SECRET} ok",
-                         judge_prompt=[{"content": SECRET}])  # fmt: skip
-    other = Trial.objects.create(experiment=experiment, item_uuid=uuid.uuid4(),
-                                 version=agent.live_version)  # fmt: skip
-    HumanVerdict.objects.create(baseline_trial=other, candidate_trial=other, rater=zelda,
-                                choice="tie", baseline_shown_first=True,
-                                comment=f"{SECRET} said")  # fmt: skip
+    experiment = Experiment.objects.create(
+        dataset=dataset, baseline=agent.live_version, created_by=staff
+    )
+    trial = Trial.objects.create(
+        experiment=experiment,
+        item=item,
+        item_uuid=item.pk,
+        version=agent.live_version,
+        content=f"re {SECRET}",
+        sent_messages=[{"content": SECRET}],
+    )
+    Score.objects.create(
+        trial=trial, scorer="judge", reason=f"{SECRET} ok", judge_prompt=[{"content": SECRET}]
+    )
+    other = Trial.objects.create(
+        experiment=experiment, item_uuid=uuid.uuid4(), version=agent.live_version
+    )
+    HumanVerdict.objects.create(
+        baseline_trial=other,
+        candidate_trial=other,
+        rater=zelda,
+        choice="tie",
+        baseline_shown_first=True,
+        comment=f"{SECRET} said",
+    )
     for obj in (session, runs[0], zelda):
         LogEntry.objects.log_actions(staff.pk, [obj], CHANGE, change_message="[]")
-    record(staff, Action.TRANSCRIPT_READ, f"Opened session {session.pk}", subject=zelda,
-           obj=session)  # fmt: skip
+    record(
+        staff, Action.TRANSCRIPT_READ, f"Opened session {session.pk}", subject=zelda, obj=session
+    )
     call_command("rollup_usage", days=2, stdout=None)
     return zelda
 
@@ -196,8 +235,16 @@ def test_the_command_reports_what_went_and_asks_first(zelda, monkeypatch, capsys
     monkeypatch.setattr("builtins.input", lambda prompt: "yes")
     call_command("erase_user", "zelda")
     out = capsys.readouterr().out
-    for line in ("sessions: 1", "runs: 2", "messages: 4", "API tokens: 1", "share links: 1",
-                 "dataset items: 1", "budgets: 1", "rating comments: 1"):  # fmt: skip
+    for line in (
+        "sessions: 1",
+        "runs: 2",
+        "messages: 4",
+        "API tokens: 1",
+        "share links: 1",
+        "dataset items: 1",
+        "budgets: 1",
+        "rating comments: 1",
+    ):
         assert f"  {line}\n" in out
     entry = AuditEntry.objects.get(action=Action.ERASURE)
     assert entry.subject_id == zelda.pk and entry.details["sessions"] == 1

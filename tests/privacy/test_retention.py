@@ -22,8 +22,15 @@ pytestmark = pytest.mark.django_db
 def chat(user, agent, idle_days: float, runs: int = 1, **fields) -> Session:
     session = Session.objects.create(user=user, agent=agent, **fields)
     for n in range(runs):
-        run = Run.objects.create(session=session, user=user, agent=agent, position=n + 1,
-                                 status=RunStatus.COMPLETED, input="q", content="a")  # fmt: skip
+        run = Run.objects.create(
+            session=session,
+            user=user,
+            agent=agent,
+            position=n + 1,
+            status=RunStatus.COMPLETED,
+            input="q",
+            content="a",
+        )
         Message.objects.create(run=run, session=session, order=0, role=Role.USER, content="q")
         Message.objects.create(run=run, session=session, order=1, role=Role.ASSISTANT, content="a")
         LLMCall.objects.create(run=run, session=session, user=user, model="m", total_tokens=7)

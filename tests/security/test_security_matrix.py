@@ -28,6 +28,9 @@ from django.http import HttpResponse
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
+from audit_app.models import Action, AuditEntry
+from audit_app.record import record
+from budgets_app.models import Budget
 from datasets_app.models import Dataset, DatasetItem
 from datasets_app.services import catalog
 from evals_app.models import EvalRule, Experiment, ExperimentStatus, Trial, TrialStatus
@@ -36,6 +39,8 @@ from sessions_app.accounts import create_token
 from sessions_app.models import Agent, AgentVersion, ApiToken, LLMCall, Message, Run, Session, User
 from sessions_app.models.agents import config_of
 from sessions_app.web.consumer import ChatConsumer
+from shares_app import links
+from shares_app.models import ShareLink
 from tests.support.apiclient import bearer, default_agent, stored_run
 from tests.support.asgiclient import request_served
 from tests.support.chattab import open_tab
@@ -79,6 +84,10 @@ class World:
     rule: EvalRule
     experiment: Experiment
     trial: Trial  # the candidate's answer in the experiment
+    budget: Budget  # alice's own
+    audit_entry: AuditEntry
+    share_link: ShareLink  # to alice's session
+    share_token: str
 
     def placeholders(self) -> dict[str, str]:
         return {
@@ -97,6 +106,8 @@ class World:
             "{experiment_id}": str(self.experiment.pk),
             "<uuid:experiment_id>": str(self.experiment.pk),
             "<uuid:trial_id>": str(self.trial.pk),
+            "<uuid:link_id>": str(self.share_link.pk),
+            "<str:token>": self.share_token,
         }
 
     def admin_object(self, model: str) -> str:
@@ -113,6 +124,9 @@ class World:
             "session": self.session,
             "user": self.users["alice"],
             "experiment": self.experiment,
+            "budget": self.budget,
+            "auditentry": self.audit_entry,
+            "sharelink": self.share_link,
         }
         return str(objects[model].pk)  # type: ignore[union-attr]
 
@@ -133,6 +147,8 @@ def build_world(users: dict[str, User]) -> World:
     dataset = Dataset.objects.create(name="support", created_by=users["manager"])
     (item,) = catalog.add_items(users["manager"], dataset.pk, run_id=run.pk)
     experiment, trial = finished_experiment(agent, item)
+    share_token = links.create(session, show_owner=False, show_tools=False, days=None)
+    read = record(users["manager"], Action.TRANSCRIPT_READ, "Opened session", subject=alice)
     return World(
         users={"anonymous": None, **users},
         agent=agent,
@@ -147,6 +163,10 @@ def build_world(users: dict[str, User]) -> World:
         rule=EvalRule.objects.create(agent=agent, scorers=["json_valid"]),
         experiment=experiment,
         trial=trial,
+        budget=Budget.objects.create(user=alice, measure="runs", period="day", limit=1000),
+        audit_entry=read,
+        share_link=ShareLink.objects.get(),
+        share_token=share_token,
     )
 
 
@@ -217,6 +237,7 @@ PUBLIC = roles(200, 200, 200, 200, 200, 200)
 READ_SESSION = roles(LOGIN, 200, 404, 200, 200, 200)  # staff who may view sessions read any
 CHANGE_SESSION = roles(LOGIN, 200, 404, 403, 200, 200)  # support may only view
 SIGNED_OUT_ONLY = roles(200, 302, 302, 302, 302, 302)
+SHARED_PAGE = "share/<str:token>/"
 
 PAGES = [
     Case("GET", "healthz", PUBLIC),
@@ -229,6 +250,22 @@ PAGES = [
     Case("POST", "s/<session_id:session_id>/state", CHANGE_SESSION, {"session_state": '{"a": 1}'}),
     Case("GET", "sessions/", SIGNED_IN),
     Case("GET", "settings/", SIGNED_IN),
+    # Only its owner shares a chat: staff who may read it are told so, anyone else finds none.
+    Case("GET", "s/<session_id:session_id>/share", roles(LOGIN, 200, 404, 403, 403, 403)),
+    Case(
+        "POST",
+        "s/<session_id:session_id>/share",
+        roles(LOGIN, 200, 404, 403, 403, 403),
+        {"action": "create"},
+    ),
+    Case(
+        "POST",
+        "share-links/<uuid:link_id>/<str:action>",
+        roles(LOGIN, 302, *[404] * 4),
+        url="share-links/<uuid:link_id>/revoke",
+    ),
+    # Signed-in people with the link (PARLEY_PUBLIC_SHARE_LINKS opens it to anyone).
+    Case("GET", SHARED_PAGE, SIGNED_IN),
     Case("POST", "settings/", roles(LOGIN, 302, 302, 302, 302, 302), {"allow_training": "on"}),
     Case("POST", "runs/<uuid:run_id>/feedback", ONLY_MINE, {"rating": "1"}),
     Case("GET", "tokens/", SIGNED_IN),
@@ -246,6 +283,9 @@ PAGES = [
 ]
 
 STAFF_PAGE = staff(200, 200, 200)
+# The admin's page of an app, as its URLconf spells it: every app with a model in the admin.
+_LABELS = dict.fromkeys(model._meta.app_label for model in admin.site._registry)
+APP_INDEX = f"admin/(?P<app_label>{'|'.join(_LABELS)})/$"
 NO_STAFF = staff(403, 403, 403)  # a page the admin refuses to every staff member
 DATASET_PAGE = to("/admin/datasets_app/dataset/{object:dataset}/change/")
 AGENT_VERSIONS = to("/admin/sessions_app/agent/{object:agent}/change/#versions")
@@ -287,18 +327,8 @@ ADMIN_SITE = [
         staff(404, 404, 404),  # sessions have no page of their own
         url="admin/r/{content_type}/{session_id}/",
     ),
-    Case(
-        "GET",
-        "admin/(?P<app_label>auth|sessions_app|datasets_app|evals_app)/$",
-        STAFF_PAGE,
-        url="admin/sessions_app/",
-    ),
-    Case(
-        "GET",
-        "admin/(?P<app_label>auth|sessions_app|datasets_app|evals_app)/$",
-        staff(404, 404, 200),  # no permission in it: not listed
-        url="admin/auth/",
-    ),
+    Case("GET", APP_INDEX, STAFF_PAGE, url="admin/sessions_app/"),
+    Case("GET", APP_INDEX, staff(404, 404, 200), url="admin/auth/"),  # no permission in it
     Case("GET", "admin/(?P<url>.*)$", staff(404, 404, 404), url="admin/nowhere/"),
     # The download: the dataset and its items viewed; without a format, back to its page.
     Case(
@@ -339,7 +369,11 @@ ADMIN_SITE = [
 ]
 
 # What the admin lets its users add: the other tables are written by the chat and the API.
-ADDABLE = {"group", "agent", "dataset", "user", "evalrule", "experiment"}
+ADDABLE = {"group", "agent", "dataset", "user", "evalrule", "experiment", "budget"}
+# Records no one deletes in the admin: the audit log, and share links (revoked, kept).
+KEPT = {"auditentry", "sharelink"}
+# The apps whose permissions support and manager hold (tests.support.roles).
+OURS = ("sessions_app", "datasets_app", "evals_app", "budgets_app", "audit_app", "shares_app")
 
 
 def admin_model_cases() -> list[Case]:
@@ -347,12 +381,12 @@ def admin_model_cases() -> list[Case]:
     for model in admin.site._registry:
         app, name = model._meta.app_label, model._meta.model_name
         # support and manager hold only these
-        ours = app in ("sessions_app", "datasets_app", "evals_app")
+        ours = app in OURS
         prefix = f"admin/{app}/{name}/"
         obj = f"{prefix}{{object:{name}}}/"
         reads = STAFF_PAGE if ours else staff(403, 403, 200)
         adds = staff(403, 200 if ours else 403, 200) if name in ADDABLE else NO_STAFF
-        deletes = staff(403, 200 if ours else 403, 200)
+        deletes = NO_STAFF if name in KEPT else staff(403, 200 if ours else 403, 200)
         cases += [
             Case("GET", prefix, reads),
             Case("GET", f"{prefix}add/", adds),
@@ -544,7 +578,9 @@ def expected(case: Case, role: str, world: World) -> int | str:
 def test_pages(world, role, case, upstream):
     path, response = page_request(world, role, case)
     assert_outcome(response, expected(case, role, world), path)
-    assert_no_secret(response, role)
+    # Alice shared her chat: whoever has the link reads it, as she chose.
+    if case.route != SHARED_PAGE:
+        assert_no_secret(response, role)
     if response.get("Content-Type", "").startswith("text/html") and response.status_code == 200:
         assert "script-src 'self'" in response["Content-Security-Policy"], path
 

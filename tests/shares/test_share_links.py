@@ -28,9 +28,14 @@ def signed_in(user, **kwargs) -> Client:
 def add_run(session: Session, said: str, answer: str, status=RunStatus.COMPLETED) -> Run:
     position = session.runs.count() + 1
     run = Run.objects.create(
-        session=session, user=session.user, agent=session.agent, position=position,
-        status=status, input=said, content=answer,
-    )  # fmt: skip
+        session=session,
+        user=session.user,
+        agent=session.agent,
+        position=position,
+        status=status,
+        input=said,
+        content=answer,
+    )
     Message.objects.create(run=run, session=session, order=0, role=Role.USER, content=said)
     Message.objects.create(run=run, session=session, order=1, role=Role.ASSISTANT, content=answer)
     return run
@@ -120,14 +125,16 @@ def test_the_owners_name_and_tools_only_when_chosen(alice, bob, chat):
     Message.objects.filter(run=run, order=1).update(order=3)
     call = {"id": "c1", "type": "function", "function": {"name": "forecast", "arguments": "{}"}}
     Message.objects.create(run=run, session=chat, order=1, role=Role.ASSISTANT, tool_calls=[call])
-    Message.objects.create(run=run, session=chat, order=2, role=Role.TOOL, tool_call_id="c1",
-                           content="RESULT-22C")  # fmt: skip
+    Message.objects.create(
+        run=run, session=chat, order=2, role=Role.TOOL, tool_call_id="c1", content="RESULT-22C"
+    )
     owner, reader = signed_in(alice), signed_in(bob)
     hidden = reader.get(make_link(owner, chat)).content.decode()
     assert "forecast" not in hidden and "RESULT-22C" not in hidden and "alice" not in hidden
     assert "RESULT-22C" not in str(ShareLink.objects.get(revoked_at=None).snapshot)
-    shown = reader.get(make_link(owner, chat, action="replace", show_owner="on",
-                                 show_tools="on")).content.decode()  # fmt: skip
+    shown = reader.get(
+        make_link(owner, chat, action="replace", show_owner="on", show_tools="on")
+    ).content.decode()
     assert "forecast" in shown and "RESULT-22C" in shown
     assert 'data-testid="shared-owner">alice<' in shown
 

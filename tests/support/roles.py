@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group, Permission
 
 from sessions_app.models import User
 
-APPS = ("sessions_app", "datasets_app", "evals_app", "budgets_app", "audit_app")
+APPS = ("sessions_app", "datasets_app", "evals_app", "budgets_app", "audit_app", "shares_app")
 
 
 def grant(user: User, *codenames: str) -> User:

@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from datasets_app.export import FORMATS, card, check
 from datasets_app.export.checks import Tally, per_check
+from datasets_app.export.http import audited
 from datasets_app.export.stream import check_split, chunks, export_format, format_items
 from datasets_app.models import Dataset, Split
 
@@ -50,6 +51,7 @@ class Command(BaseCommand):
         if card_path is not None:
             text = card(dataset, fmt, split, found, redact=redact)
             card_path.write_text(text, encoding="utf-8")
+        audited(None, dataset, fmt, split, redact)
         where = f" to {output}" if output else ""
         self.stderr.write(f"{total} items written{where}; {found.total} findings.")
 

@@ -52,8 +52,12 @@ class Command(BaseCommand):
         )
         bar.close()
         if purged.sessions:
-            record(None, Action.PURGE, f"Purged {purged.sessions} expired sessions",
-                   details=vars(purged))  # fmt: skip
+            record(
+                None,
+                Action.PURGE,
+                f"Purged {purged.sessions} expired sessions",
+                details=vars(purged),
+            )
         self.stdout.write(
             f"Deleted {purged.sessions} sessions ({purged.runs} runs, {purged.messages} "
             f"messages) in {purged.batches} batches."
