@@ -93,4 +93,5 @@ def amount_text(measure: str, amount: object) -> str:
     """An amount of a measure in words: "10,000 tokens", "$4.20", "30 runs"."""
     if measure == Measure.COST:
         return f"${float(amount):,.2f}"  # type: ignore[arg-type]
-    return f"{int(amount):,} {measure}"  # type: ignore[call-overload]
+    count = int(amount)  # type: ignore[call-overload]
+    return f"{count:,} {measure if count != 1 else measure.removesuffix('s')}"
