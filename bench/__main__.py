@@ -29,6 +29,7 @@ from bench import (
     latency,
     lists,
     openai_door,
+    purge,
 )
 from bench.context import Bench, Fixtures, Options
 from bench.report import render
@@ -46,6 +47,7 @@ FIGURES: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "datasets": datasets.run,
     "evaluation": evaluation.run,
     "openai": openai_door.run,
+    "purge": purge.run,
     "compare": compare.run,  # only with --against
 }
 ALIASES = {
@@ -60,6 +62,7 @@ ALIASES = {
     "8": "datasets",
     "9": "evaluation",
     "10": "openai",
+    "11": "purge",
 }
 # Figures that, given --against-ref alone, set B beside A themselves.
 OWN_REF = (["evaluation"], ["openai"])
@@ -75,7 +78,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         nargs="+",
         default=[],
         metavar="FIGURE",
-        help=f"figures to run: {', '.join(FIGURES)} (or 1-10, 1d); default all",
+        help=f"figures to run: {', '.join(FIGURES)} (or 1-11, 1d); default all",
     )
     parser.add_argument("--clients", type=int, default=100, help="concurrent clients in fig 1")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
@@ -184,6 +187,8 @@ def setup(bench: Bench, figures: list[str]) -> None:
             needed += openai_door.sessions_needed(bench)
         if "deployed" in figures:  # one process, beside the deployed shape
             needed += deployed.sessions_needed(bench)
+        if "purge" in figures:
+            needed += purge.sessions_needed(bench)
         fixtures = ["fixtures", "--sessions", str(needed), "--models", *models]
         data = stack.helper(*fixtures)
         bench.token, bench.cookie = data["token"], data["cookie"]

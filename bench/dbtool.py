@@ -25,7 +25,7 @@ from django.db import transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from bench import dashdata, datasetdata, evaldata, seeding  # noqa: E402
+from bench import dashdata, datasetdata, evaldata, purgedata, seeding  # noqa: E402
 from sessions_app.accounts import create_token  # noqa: E402
 from sessions_app.models import (  # noqa: E402
     Agent,
@@ -345,6 +345,8 @@ def main() -> None:
     p = commands.add_parser("export-dataset")
     p.add_argument("--name", required=True)
     p.add_argument("--format", required=True)
+    p = commands.add_parser("seed-expired")
+    p.add_argument("--messages", type=int, required=True)
     p = commands.add_parser("seed-eval")
     p.add_argument("--items", type=int, nargs="+", required=True, help="a dataset per size")
     p.add_argument("--tokens", type=int, nargs="+", required=True, help="answers' lengths")
@@ -365,6 +367,7 @@ def main() -> None:
         "count-dashboard": dashdata.count,
         "seed-datasets": datasetdata.seed,
         "export-dataset": datasetdata.measure,
+        "seed-expired": purgedata.seed,
         "seed-eval": evaldata.seed,
         "eval-parley": evaldata.measure_parley,
         "eval-direct": evaldata.measure_direct,
