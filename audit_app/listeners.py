@@ -1,17 +1,21 @@
-"""What the audit log hears without being called: staff reading someone else's transcript
-(sessions_app's transcript_read signal), and the admin's own record of changes to accounts,
-groups and budgets (Django's LogEntry, as the admin writes it)."""
+"""What the audit log hears without being called: staff reading or exporting someone else's
+conversations (sessions_app's signals), and changes to accounts, groups and budgets: added and
+changed as the admin records them (Django's LogEntry), deleted as the rows go."""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
+from django.apps import apps
 from django.contrib.admin.models import ADDITION, DELETION, LogEntry
 from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ObjectDoesNotExist
-from django.db.models.signals import post_save
+from django.db.models.signals import post_delete, post_save
 from django.forms.models import model_to_dict
+from django.utils import timezone
 
 from audit_app.models import Action
 from audit_app.record import record
@@ -23,13 +27,19 @@ WATCHED = {
     "auth.Group": Action.PERMISSION,
     "budgets_app.Budget": Action.BUDGET,
 }
-_VERB = {ADDITION: "Added", DELETION: "Deleted"}
+# How long before a deletion the admin's record of it was written, at most.
+RECENT = timedelta(minutes=5)
+# Free text staff may write on a budget: not copied into the log.
+UNCOPIED = {"note"}
 
 
 def connect() -> None:
     transcript_read.connect(_read, dispatch_uid="audit-transcript-read")
     data_exported.connect(_exported, dispatch_uid="audit-data-exported")
     post_save.connect(_admin_change, sender=LogEntry, dispatch_uid="audit-admin-change")
+    for label in WATCHED:
+        model = apps.get_model(label)
+        post_delete.connect(_deleted, sender=model, dispatch_uid=f"audit-deleted-{label}")
 
 
 def _read(sender: Any, reader: Any, owner_id: Any, obj: Any, **kwargs: Any) -> None:
@@ -56,20 +66,48 @@ def _exported(sender: Any, reader: Any, count: int, owner_ids: list[Any], **kwar
 
 
 def _admin_change(sender: Any, instance: LogEntry, created: bool, **kwargs: Any) -> None:
+    """An addition or change the admin recorded (deletions: see `_deleted`)."""
     model = instance.content_type.model_class() if instance.content_type_id else None
     action = WATCHED.get(model._meta.label) if model is not None else None
-    if not created or action is None:
+    if not created or action is None or instance.action_flag == DELETION:
         return
-    verb = _VERB.get(instance.action_flag, "Changed")
+    verb = "Added" if instance.action_flag == ADDITION else "Changed"
     fields = _changed_fields(instance)
     named = f"{model._meta.verbose_name} #{instance.object_id}"
     summary = f"{verb} {named}" + (f": {', '.join(fields)}" if fields else "")
-    is_user = model._meta.label == "sessions_app.User"
-    subject = _user_key(instance.object_id) if is_user else None
-    details = {"fields": fields, "admin_log_entry": instance.pk}
-    if action == Action.BUDGET and instance.action_flag != DELETION:
+    details: dict[str, Any] = {"fields": fields, "admin_log_entry": instance.pk}
+    subject = None
+    if model._meta.label == "sessions_app.User":
+        subject = _user_key(instance.object_id)
+    elif action == Action.BUDGET:
         details["values"] = _values(instance)
+        subject = details["values"].get("user")
     record(instance.user, action, summary, subject=subject, details=details)
+
+
+def _deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A watched row deleted: by whom the admin's record of it says (one or many at once, which
+    the admin writes in bulk, unheard), else by a command or the shell."""
+    entry = (
+        LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(sender),
+            object_id=str(instance.pk),
+            action_flag=DELETION,
+            action_time__gte=timezone.now() - RECENT,
+        )
+        .order_by("-action_time")
+        .first()
+    )
+    action = WATCHED[sender._meta.label]
+    # A deleted account cannot be pointed at: its key stays in the details.
+    owner = getattr(instance, "user_id", None) if action == Action.BUDGET else None
+    record(
+        entry.user_id if entry else None,
+        action,
+        f"Deleted {sender._meta.verbose_name} #{instance.pk}",
+        subject=owner,
+        details={"id": instance.pk, "through_admin": entry is not None},
+    )
 
 
 def _changed_fields(entry: LogEntry) -> list[str]:
@@ -89,12 +127,13 @@ def _changed_fields(entry: LogEntry) -> list[str]:
 
 
 def _values(entry: LogEntry) -> dict[str, Any]:
-    """A budget's settings as saved (no person's words are in them: keys and amounts)."""
+    """A budget's settings as saved: keys and amounts, not its note."""
     try:
         saved = entry.get_edited_object()
     except ObjectDoesNotExist:
         return {}
-    return {name: _plain(value) for name, value in model_to_dict(saved).items()}
+    values = model_to_dict(saved)
+    return {name: _plain(value) for name, value in values.items() if name not in UNCOPIED}
 
 
 def _plain(value: Any) -> Any:

@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from budgets_app import periods, rules, spend
+from budgets_app import overview, periods, rules, spend
 from budgets_app.models import Budget, amount_text
 
 
@@ -36,9 +35,7 @@ class BudgetAdmin(admin.ModelAdmin):
         if obj.user_id or obj.shared:
             limit = rules.budget_limit(obj)
             return amount_text(obj.measure, spend.used([limit], now)[limit])
-        people = get_user_model().objects.filter(is_active=True)
-        if obj.group_id:
-            people = people.filter(groups=obj.group_id)
+        people = overview.people_of(obj, list(Budget.objects.all()))
         out, _ = spend.used_up(rules.budget_limit(obj), people, now)
         return f"each: {len(out)} of {people.count()} used up"
 

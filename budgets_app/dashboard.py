@@ -5,17 +5,11 @@ things stand now whatever range the page shows."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from budgets_app import rules, spend
-from budgets_app.defaults import default_budget
-from budgets_app.models import Budget, amount_text
-from budgets_app.rules import Limit
+from budgets_app import overview, spend
 from sessions_app.usage import DashboardFigures, DashboardPart, ExtraChart, Tile, add_dashboard_part
 
 MAX_BARS = 20
@@ -26,10 +20,11 @@ def may_view_budgets(request: HttpRequest) -> bool:
 
 
 def budget_figures(scope: object) -> DashboardFigures:
+    """As things stand now: the page's range and filters (`scope`) do not apply."""
     now = timezone.now()
     bars: list[tuple[str, float]] = []
     people_out: set[object] = set()
-    for label, limit, people in _each_limit():
+    for label, limit, people in overview.each_limit():
         if people is None:
             used = spend.used([limit], now)[limit]
             bars.append((label, _percent(used, limit.amount)))
@@ -62,41 +57,6 @@ def budget_figures(scope: object) -> DashboardFigures:
         "person's, the person who used most of it); the most used first."
     )
     return DashboardFigures([tile], [ExtraChart("budgets", "Budgets used now", chart, note)])
-
-
-def _each_limit() -> list[tuple[str, Limit, QuerySet[Any] | None]]:
-    """(label, limit, whom): whom None for a pool's limit, else the people whose own limit it
-    is (those a more specific budget of the same measure, period and agent does not govern)."""
-    active = get_user_model().objects.filter(is_active=True)
-    budgets = list(Budget.objects.select_related("user", "group", "agent"))
-    found: list[tuple[str, Limit, QuerySet[Any] | None]] = []
-    for budget in budgets:
-        limit = rules.budget_limit(budget)
-        if budget.user_id or budget.shared:
-            found.append((str(budget), limit, None))
-            continue
-        members = active.filter(groups=budget.group_id) if budget.group_id else active
-        level = 1 if budget.group_id else 2
-        found.append((str(budget), limit, _governed(members, budgets, limit, level)))
-    for measure, period, amount in default_budget():
-        limit = Limit(measure, period, amount, None, ("user", None), None, "your")
-        label = f"{amount_text(measure, amount)} per {period}, default"
-        found.append((label, limit, _governed(active, budgets, limit, 3)))
-    return found
-
-
-def _governed(
-    people: QuerySet[Any], budgets: list[Budget], limit: Limit, level: int
-) -> QuerySet[Any]:
-    """`people` less those a more specific budget of the same kind holds (rules.limits_for:
-    their own, then their groups', then everyone's, then the default)."""
-    key = (limit.measure, limit.period, limit.agent_id)
-    same = [b for b in budgets if not b.shared and (b.measure, b.period, b.agent_id) == key]
-    if level > 2 and any(not b.user_id and not b.group_id for b in same):
-        return people.none()
-    own = [b.user_id for b in same if b.user_id]
-    groups = [b.group_id for b in same if b.group_id] if level > 1 else []
-    return people.exclude(pk__in=own).exclude(groups__in=groups)
 
 
 def _percent(used: Decimal, limit: Decimal) -> float:

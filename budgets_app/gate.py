@@ -48,7 +48,7 @@ class BudgetExceeded(RateLimited):
         when = timezone.localtime(self.resets_at)
         return (
             f"You have used {self.limit.describe()} ({self.spent} used). "
-            f"It renews {when:%A %-d %B at %H:%M} ({when.tzname()})."
+            f"It renews {when:%A} {when.day} {when:%B at %H:%M} ({when.tzname()})."
         )
 
     def fields(self) -> dict[str, Any]:
@@ -80,7 +80,12 @@ def refusals(asks: Sequence[tuple[Any, Any]], *, new_runs: bool = True) -> list[
     used = spend.used(every, now, staff)
     out: list[Exception | None] = []
     for user, agent_id in asks:
-        covering = [limit for limit in limits[user.pk] if limit.covers(agent_id)]
+        # A run going on was counted as it started: only tokens and cost hold it back.
+        covering = [
+            limit
+            for limit in limits[user.pk]
+            if limit.covers(agent_id) and (new_runs or limit.measure != Measure.RUNS)
+        ]
         over = [limit for limit in covering if used[limit] >= limit.amount]
         if over:
             # The one that renews last: the run waits for all of them.
@@ -89,7 +94,7 @@ def refusals(asks: Sequence[tuple[Any, Any]], *, new_runs: bool = True) -> list[
             continue
         out.append(None)
         for limit in covering:
-            if new_runs and limit.measure == Measure.RUNS:
+            if limit.measure == Measure.RUNS:
                 used[limit] += 1
     return out
 

@@ -114,7 +114,7 @@ def _level(budget: Budget) -> int:
 
 def budget_limit(budget: Budget) -> Limit:
     """A budget as a limit on its own pool: its user's, its group's or everyone's (for one of
-    each person's, the pool is filled in per person: see spend.by_person)."""
+    each person's, the pool is filled in per person: see spend.by_people)."""
     if budget.user_id:
         return _limit(budget.user, budget)
     return _limit(None, budget)

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from sessions_app.models import Agent, Message, Session
+from sessions_app.models import ACTIVE_STATUSES, Agent, Message, Run, Session
 
 BATCH_MESSAGES = 2000
 PAUSE = 0.05  # seconds between batches: room for the chat's own writes
@@ -75,14 +75,23 @@ def purge(
 ) -> Purged:
     """Delete them batch by batch, oldest first; what was removed."""
     done = Purged()
+    left: set[str] = set()  # chosen but not to go (see below): not chosen again
     while True:
-        chosen = _next_batch(sessions, batch)
+        chosen = _next_batch(sessions.exclude(pk__in=left), batch)
         if not chosen:
             return done
         with transaction.atomic():
-            runs = Session.objects.filter(pk__in=chosen).aggregate(n=Count("runs"))["n"]
-            messages = Message.objects.filter(session__in=chosen).count()
-            removed = Session.objects.filter(pk__in=chosen).delete()[1]
+            # Read again as they go: one used or kept since it was chosen stays, and so does
+            # one with an answer under way.
+            going = list(
+                sessions.filter(pk__in=chosen)
+                .exclude(runs__status__in=ACTIVE_STATUSES)
+                .values_list("pk", flat=True)
+            )
+            runs = Run.objects.filter(session__in=going).count()
+            messages = Message.objects.filter(session__in=going).count()
+            removed = Session.objects.filter(pk__in=going).delete()[1]
+        left.update(set(chosen) - set(going))
         done.sessions += removed.get("sessions_app.Session", 0)
         done.runs += runs
         done.messages += messages

@@ -52,16 +52,18 @@ def update(link: ShareLink) -> None:
 
 
 def revoke(link: ShareLink) -> bool:
-    """Revoke it now (every process reads the link on each view); whether it was live."""
-    return bool(
-        ShareLink.objects.filter(pk=link.pk, revoked_at=None).update(revoked_at=timezone.now())
-    )
+    """Revoke it now (every process reads the link on each view); whether it was live. Its
+    copy of the chat goes: the owner's list keeps only that there was a link."""
+    return bool(_revoked(ShareLink.objects.filter(pk=link.pk, revoked_at=None)))
 
 
 def revoke_all(session: Any) -> int:
-    return ShareLink.objects.filter(session=session, revoked_at=None).update(
-        revoked_at=timezone.now()
-    )
+    return _revoked(ShareLink.objects.filter(session=session, revoked_at=None))
+
+
+def _revoked(links: Any) -> int:
+    title = {"title": "(revoked)"}
+    return links.update(revoked_at=timezone.now(), snapshot=title)
 
 
 def find(token: str) -> ShareLink | None:

@@ -93,19 +93,21 @@ def link_action(request: HttpRequest, link_id: str, action: str) -> HttpResponse
     link = get_object_or_404(ShareLink, pk=link_id, owner=request.user)
     if action == "revoke":
         links.revoke(link)
-        messages.success(request, f"Revoked the link to “{link.title}”.")
-    elif link.live():
-        links.update(link)
-        messages.success(request, f"The link to “{link.title}” shows the chat as it is now.")
+        messages.success(request, f"Revoked the link to “{link.session}”.")
+    elif action == "update":
+        if link.live():
+            links.update(link)
+            messages.success(request, f"The link to “{link.session}” shows the chat as it is now.")
+    else:
+        raise Http404("No such action.")
     return redirect("account_settings")
 
 
 @require_GET
 def shared(request: HttpRequest, token: str) -> HttpResponse:
     if not settings.PARLEY_PUBLIC_SHARE_LINKS and not request.user.is_authenticated:
-        return redirect_to_login(request.get_full_path())
-    link = links.find(token)
-    if link is None:
+        response = redirect_to_login(request.get_full_path())
+    elif (link := links.find(token)) is None:
         response = render(request, "shares_app/shared_gone.html", status=404)
     else:
         response = render(request, "shares_app/shared.html", _shared_context(link))

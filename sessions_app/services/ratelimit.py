@@ -38,13 +38,13 @@ _last_pruned: float | None = None
 class RateLimited(Exception):
     """Too many runs (or sessions) in the last minute; `retry_after` is in seconds."""
 
+    code = "rate_limit_exceeded"  # what the OpenAI API calls it
+
     def __init__(self, retry_after: float, kind: str = RUN, message: str = "") -> None:
         self.retry_after = retry_after
         self.kind = kind
         name = _NAMES.get(kind, "runs")
         super().__init__(message or f"Too many {name}; try again in {self.seconds} seconds.")
-
-    code = "rate_limit_exceeded"  # what the OpenAI API calls it
 
     def in_words(self) -> str | None:
         """What the chat page says instead of its own words, if anything."""

@@ -150,3 +150,28 @@ def test_exports_are_recorded(root, superuser, alice, conversation):
     ]
     assert entries[0].details["redact"] is True
     assert entries[1].subject_id == alice.pk
+
+
+def test_deleting_several_budgets_at_once_in_the_admin_is_recorded(root, superuser, alice, bob):
+    from budgets_app.models import Budget
+
+    budgets = [
+        Budget.objects.create(user=person, measure="runs", period="day", limit=5, note="private")
+        for person in (alice, bob)
+    ]
+    form = {"action": "delete_selected", "_selected_action": [b.pk for b in budgets]}
+    assert root.post("/admin/budgets_app/budget/", {**form, "post": "yes"}).status_code == 302
+    assert not Budget.objects.exists()
+    entries = AuditEntry.objects.filter(action=Action.BUDGET).order_by("subject_id")
+    assert [(e.actor_id, e.subject_id, e.summary) for e in entries] == [
+        (superuser.pk, alice.pk, f"Deleted budget #{budgets[0].pk}"),
+        (superuser.pk, bob.pk, f"Deleted budget #{budgets[1].pk}"),
+    ]
+    assert all(e.details["through_admin"] for e in entries)
+
+
+def test_a_budgets_note_is_not_copied_into_the_log(root, alice):
+    form = {"user": alice.pk, "measure": "runs", "period": "day", "limit": "5", "note": "alice!"}
+    assert root.post("/admin/budgets_app/budget/add/", form).status_code == 302
+    entry = AuditEntry.objects.get(action=Action.BUDGET)
+    assert "note" not in entry.details["values"] and entry.subject_id == alice.pk

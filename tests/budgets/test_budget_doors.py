@@ -192,3 +192,37 @@ async def test_tokens_overshoot_by_at_most_the_runs_in_flight_when_reached(alice
     assert (await run(as_alice)).status_code == 429
     spent = sum([c.total_tokens async for c in LLMCall.objects.filter(user=alice)])
     assert spent == 180
+
+
+async def test_a_paused_run_goes_on_at_a_full_runs_budget_but_not_past_a_tokens_one(
+    alice, agent, upstream
+):
+    """A run waiting for its client's tool results was counted as it started: the last run a
+    runs budget allows still goes on; a used-up tokens budget stops it before the model call."""
+    from tests.openai.test_client_tools import ASK, WEATHER, answered, calls_weather
+
+    await Budget.objects.acreate(user=alice, measure="runs", period="day", limit=1)
+    _, key = await sync_to_async(create_token)(alice, "sdk")
+    upstream.script(calls_weather(), Reply("Sunny."))
+    async with sdk(key) as client:
+        first = await client.chat.completions.create(
+            model=agent.name, messages=ASK, tools=[WEATHER]
+        )
+        messages = answered(first.choices[0].message)
+        done = await client.chat.completions.create(
+            model=agent.name, messages=messages, tools=[WEATHER]
+        )
+        assert done.choices[0].message.content == "Sunny."
+
+        upstream.script(calls_weather())
+        await Budget.objects.filter(measure="runs").adelete()
+        paused = await client.chat.completions.create(
+            model=agent.name, messages=ASK, tools=[WEATHER]
+        )
+        await Budget.objects.acreate(user=alice, measure="tokens", period="day", limit=1)
+        with pytest.raises(openai.RateLimitError) as caught:
+            await client.chat.completions.create(
+                model=agent.name, messages=answered(paused.choices[0].message), tools=[WEATHER]
+            )
+    assert caught.value.body["budget"]["measure"] == "tokens"
+    assert len(upstream.requests) == 3  # the refused continuation asked the model nothing

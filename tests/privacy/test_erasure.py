@@ -12,10 +12,13 @@ from decimal import Decimal
 import pytest
 from django.apps import apps
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.models import Group
+from django.contrib.sessions.models import Session as StoredSignIn
 from django.core.management import call_command
 from django.db import models
 from django.db.models import Sum
+from django.test import Client
 
 from audit_app.models import Action, AuditEntry
 from audit_app.record import record
@@ -142,14 +145,15 @@ def zelda(django_user_model, agent, staff):
         sent_messages=[{"content": SECRET}],
     )
     runs[2].delete()  # a deleted run: its record stays, counted
-    create_token(zelda, f"token of {SECRET}")
+    token, _ = create_token(zelda, f"token of {SECRET}")
     links.create(session, show_owner=True, show_tools=False, days=None)
-    Budget.objects.create(
+    budget = Budget.objects.create(
         user=zelda, measure="tokens", period="day", limit=1000, note=f"for {SECRET}"
     )
     Budget.objects.create(group=team, shared=True, measure="tokens", period="month", limit=10**6)
     ImportedIdentity.objects.create(source="agno", external_user_id="zelda", user=zelda)
     LoginFailure.objects.create(username="zelda", address="10.0.0.1")
+    LoginFailure.objects.create(username="ZELDA", address="10.0.0.2")
     dataset = Dataset.objects.create(name="good answers", created_by=zelda)
     collect.add_run(dataset, runs[0])
     item = DatasetItem.objects.get()
@@ -178,8 +182,11 @@ def zelda(django_user_model, agent, staff):
         baseline_shown_first=True,
         comment=f"{SECRET} said",
     )
-    for obj in (session, runs[0], zelda):
+    # The admin's history names each as it was called: her name, her words.
+    for obj in (session, runs[0], zelda, token, budget, item):
         LogEntry.objects.log_actions(staff.pk, [obj], CHANGE, change_message="[]")
+    browser = Client()
+    browser.force_login(zelda)  # a stored sign-in
     record(
         staff, Action.TRANSCRIPT_READ, f"Opened session {session.pk}", subject=zelda, obj=session
     )
@@ -208,6 +215,8 @@ def test_no_row_still_names_or_quotes_an_erased_person(zelda):
     husk = User.objects.get(pk=pk)
     assert husk.username.startswith("erased-") and not husk.is_active and not husk.is_staff
     assert not husk.has_usable_password() and husk.email == husk.first_name == ""
+    signed_in = [s.get_decoded().get(SESSION_KEY) for s in StoredSignIn.objects.all()]
+    assert str(pk) not in signed_in
 
 
 def test_usage_stays_counted_without_the_person(zelda):

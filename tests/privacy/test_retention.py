@@ -118,3 +118,13 @@ def test_staff_keep_sessions_from_the_admin_and_it_is_audited(root, superuser, a
     root.post("/admin/sessions_app/session/", form)
     session.refresh_from_db()
     assert not session.kept
+
+
+def test_a_session_with_an_answer_under_way_is_left_for_the_next_purge(alice, agent, settings):
+    settings.PARLEY_RETENTION_DAYS = 1
+    busy = chat(alice, agent, idle_days=3)
+    Run.objects.filter(session=busy).update(status=RunStatus.RUNNING)
+    idle = chat(alice, agent, idle_days=3)
+    assert purge() == "Deleted 1 sessions (1 runs, 2 messages) in 1 batches.\n"
+    assert set(Session.objects.values_list("pk", flat=True)) == {busy.pk}
+    assert not Session.objects.filter(pk=idle.pk).exists()
