@@ -39,6 +39,8 @@ def test_a_shared_chat_is_a_snapshot_that_its_owner_updates_and_revokes(
     login(page, "alice", "alice-pass-123")
     send(page, "Where to go?")
     answered(page, 1)
+    expect(page).to_have_url(re.compile(r"/s/[^/]+/$"))
+    chat = page.url
 
     page.get_by_test_id("session-share").click()
     page.get_by_test_id("share-create").click()
@@ -55,8 +57,7 @@ def test_a_shared_chat_is_a_snapshot_that_its_owner_updates_and_revokes(
     assert "alice" not in reader.locator("main").inner_text()
     assert reader.locator('meta[name="robots"]').get_attribute("content").startswith("noindex")
 
-    page.goto("/")
-    page.get_by_test_id("session-item").first.click()
+    page.goto(chat)
     send(page, "And in winter?")
     answered(page, 2)
     reader.reload()
