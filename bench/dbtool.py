@@ -347,6 +347,7 @@ def main() -> None:
     p.add_argument("--format", required=True)
     p = commands.add_parser("seed-expired")
     p.add_argument("--messages", type=int, required=True)
+    commands.add_parser("count-expired")
     p = commands.add_parser("seed-eval")
     p.add_argument("--items", type=int, nargs="+", required=True, help="a dataset per size")
     p.add_argument("--tokens", type=int, nargs="+", required=True, help="answers' lengths")
@@ -368,6 +369,7 @@ def main() -> None:
         "seed-datasets": datasetdata.seed,
         "export-dataset": datasetdata.measure,
         "seed-expired": purgedata.seed,
+        "count-expired": purgedata.count,
         "seed-eval": evaldata.seed,
         "eval-parley": evaldata.measure_parley,
         "eval-direct": evaldata.measure_direct,

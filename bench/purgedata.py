@@ -23,11 +23,12 @@ from sessions_app.models import Agent, CallKind, LLMCall, Message, Role, Run, Ru
 RUNS_PER_SESSION = 25
 CHUNK = 1000  # sessions written per transaction
 PEOPLE = 50
+AGENT = "bench expired"
 
 
 def seed(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
-    agent, _ = Agent.objects.get_or_create(name="bench expired", defaults={"model": "m"})
+    agent, _ = Agent.objects.get_or_create(name=AGENT, defaults={"model": "m"})
     people = [seeding.user(f"bench_old{i:02d}") for i in range(PEOPLE)]
     sessions = max(1, args.messages // (2 * RUNS_PER_SESSION))
     idle = timezone.now() - timedelta(days=400)
@@ -108,3 +109,8 @@ def _write(agent: Agent, owners: list[Any], idle: Any) -> None:
         total_tokens=40,
         sent_messages=[{"role": "user", "content": "An old question"}],
     )
+
+
+def count(args: argparse.Namespace) -> dict[str, Any]:
+    """The messages of the expired backlog still there."""
+    return {"messages": Message.objects.filter(session__agent__name=AGENT).count()}

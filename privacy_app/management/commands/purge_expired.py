@@ -27,8 +27,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--pause",
             type=float,
-            default=retention.PAUSE,
-            help="Seconds between batches, for the chats going on (default %(default)s).",
+            default=None,
+            help="Seconds between batches (default: as long as the batch took, so the chats "
+            "going on keep at least half of the database's time).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
