@@ -3,10 +3,11 @@
 `manage.py purge_expired`, except those staff keep. Dataset items are snapshots: they stay,
 and have their own delete button.
 
-Deleted in batches of about `batch` messages, each its own short transaction, each followed by
-a pause as long as it took (`pause` fixes it instead): the purge takes at most half of the
-database's time, and chats go on while a large backlog goes (each deleted run leaves its usage
-counted: sessions_app.usage.deleted).
+Deleted in small batches of about `batch` messages, each its own short transaction (on SQLite
+it holds the one write lock), each followed by a pause three times as long as it took (`pause`
+fixes it instead): the purge takes at most a quarter of the database's time, and chats go on
+while a large backlog goes (each deleted run leaves its usage counted:
+sessions_app.usage.deleted).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from django.utils import timezone
 
 from sessions_app.models import ACTIVE_STATUSES, Agent, Message, Run, Session
 
-BATCH_MESSAGES = 1000
+BATCH_MESSAGES = 250
 LEAST_PAUSE = 0.05  # seconds between batches, however quick the last one was
+PAUSE_FACTOR = 3.0  # the pause after a batch, in times what it took
 CANDIDATES = 500  # sessions looked at for a batch, at most
 
 
@@ -75,7 +77,7 @@ def purge(
     progress: Callable[[Purged], None] | None = None,
 ) -> Purged:
     """Delete them batch by batch, oldest first; what was removed. `pause`: seconds between
-    batches; None: as long as the last batch took."""
+    batches; None: PAUSE_FACTOR times what the last batch took."""
     done = Purged()
     left: set[str] = set()  # chosen but not to go (see below): not chosen again
     while True:
@@ -102,7 +104,7 @@ def purge(
         if progress:
             progress(done)
         took = time.monotonic() - started
-        time.sleep(max(LEAST_PAUSE, took) if pause is None else pause)
+        time.sleep(max(LEAST_PAUSE, took * PAUSE_FACTOR) if pause is None else pause)
 
 
 def _next_batch(sessions: QuerySet[Session], batch: int) -> list[str]:

@@ -28,8 +28,8 @@ class Command(BaseCommand):
             "--pause",
             type=float,
             default=None,
-            help="Seconds between batches (default: as long as the batch took, so the chats "
-            "going on keep at least half of the database's time).",
+            help="Seconds between batches (default: three times what the batch took, so the "
+            "chats going on keep at least three quarters of the database's time).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
