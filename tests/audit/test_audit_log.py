@@ -11,7 +11,8 @@ from django.core.management import call_command
 from django.test import Client
 
 from audit_app.models import Action, AuditEntry
-from sessions_app.models import LLMCall, Message, Role, Run, RunStatus, Session
+from sessions_app.models import LLMCall, Message, Session
+from tests.support.apiclient import stored_run
 from tests.support.roles import grant
 
 pytestmark = pytest.mark.django_db
@@ -26,20 +27,9 @@ def signed_in(user) -> Client:
 @pytest.fixture
 def conversation(alice, agent):
     session = Session.objects.create(user=alice, agent=agent, session_name="private matters")
-    run = Run.objects.create(
-        session=session,
-        user=alice,
-        agent=agent,
-        position=1,
-        status=RunStatus.COMPLETED,
-        input="a secret",
-        content="noted",
-    )
-    message = Message.objects.create(
-        run=run, session=session, order=0, role=Role.USER, content="a secret"
-    )
-    call = LLMCall.objects.create(run=run, session=session, user=alice, model="m")
-    return session, run, message, call
+    run = stored_run(session, "a secret", "noted")
+    message = Message.objects.get(run=run, order=0)
+    return session, run, message, LLMCall.objects.get(run=run)
 
 
 def test_staff_reading_a_transcript_through_the_api_is_recorded(staff, alice, conversation):

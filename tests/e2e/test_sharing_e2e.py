@@ -13,18 +13,10 @@ from sessions_app.models import Agent, RunStatus, Session, User
 from shares_app import links
 from shares_app.models import ShareLink
 from testkit.upstream import Reply, ScriptedUpstream
+from tests.e2e.test_chat_e2e import ANSWER, send
 from tests.e2e.test_limits_across_processes import logged_in
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent")]
-
-ANSWER = "[data-testid=assistant-message]"
-
-
-def send(page: Page, text: str) -> None:
-    expect(page.get_by_test_id("chat-send")).to_be_enabled()
-    box = page.get_by_test_id("chat-input")
-    box.fill(text)
-    box.press("Enter")
 
 
 def answered(page: Page, count: int) -> None:

@@ -12,8 +12,9 @@ from django.test import Client
 from django.utils import timezone
 
 from audit_app.models import Action, AuditEntry
-from sessions_app.models import Message, Role, Run, RunStatus, Session
+from sessions_app.models import Message, Role, RunStatus, Session
 from shares_app.models import ShareLink
+from tests.support.apiclient import stored_run
 from tests.support.roles import grant
 
 pytestmark = pytest.mark.django_db
@@ -25,26 +26,10 @@ def signed_in(user, **kwargs) -> Client:
     return client
 
 
-def add_run(session: Session, said: str, answer: str, status=RunStatus.COMPLETED) -> Run:
-    position = session.runs.count() + 1
-    run = Run.objects.create(
-        session=session,
-        user=session.user,
-        agent=session.agent,
-        position=position,
-        status=status,
-        input=said,
-        content=answer,
-    )
-    Message.objects.create(run=run, session=session, order=0, role=Role.USER, content=said)
-    Message.objects.create(run=run, session=session, order=1, role=Role.ASSISTANT, content=answer)
-    return run
-
-
 @pytest.fixture
 def chat(alice, agent) -> Session:
     session = Session.objects.create(user=alice, agent=agent, session_name="Trip plans")
-    add_run(session, "Where to go?", "Try **Lisbon** <script>alert(1)</script>")
+    stored_run(session, "Where to go?", "Try **Lisbon** <script>alert(1)</script>")
     return session
 
 
@@ -87,14 +72,14 @@ def test_anyone_with_the_link_only_when_the_setting_says_so(alice, chat, setting
 def test_later_messages_stay_private_until_the_link_is_updated(alice, bob, chat):
     owner = signed_in(alice)
     path = make_link(owner, chat)
-    add_run(chat, "And in winter?", "Madeira.")
+    stored_run(chat, "And in winter?", "Madeira.")
     assert "Madeira" not in signed_in(bob).get(path).content.decode()
     owner.post(f"/s/{chat.pk}/share", {"action": "update"})
     assert "Madeira" in signed_in(bob).get(path).content.decode()
 
 
 def test_an_answer_still_streaming_is_left_out(alice, bob, chat):
-    add_run(chat, "One more", "half an ans", status=RunStatus.RUNNING)
+    stored_run(chat, "One more", "half an ans", status=RunStatus.RUNNING)
     path = make_link(signed_in(alice), chat)
     body = signed_in(bob).get(path).content.decode()
     assert "One more" not in body and "half an ans" not in body
@@ -121,7 +106,7 @@ def test_an_expired_link_opens_nothing(alice, bob, chat):
 
 
 def test_the_owners_name_and_tools_only_when_chosen(alice, bob, chat):
-    run = add_run(chat, "Weather?", "Sunny.")
+    run = stored_run(chat, "Weather?", "Sunny.")
     Message.objects.filter(run=run, order=1).update(order=3)
     call = {"id": "c1", "type": "function", "function": {"name": "forecast", "arguments": "{}"}}
     Message.objects.create(run=run, session=chat, order=1, role=Role.ASSISTANT, tool_calls=[call])
