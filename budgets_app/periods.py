@@ -25,7 +25,8 @@ def start(period: str, now: datetime) -> datetime:
         local -= timedelta(days=local.weekday())
     elif period == Period.MONTH:
         local = local.replace(day=1)
-    return _aware(local)
+    # Midnight again in the zone's own terms: a day across a clock change keeps its midnight.
+    return timezone.make_aware(local.replace(tzinfo=None))
 
 
 def next_start(period: str, now: datetime) -> datetime:
@@ -38,8 +39,3 @@ def next_start(period: str, now: datetime) -> datetime:
     else:
         following = (begun + timedelta(days=32)).replace(day=1)
     return timezone.make_aware(following)
-
-
-def _aware(local: datetime) -> datetime:
-    # Midnight again in the zone's own terms: a day across a clock change keeps its midnight.
-    return timezone.make_aware(local.replace(tzinfo=None))

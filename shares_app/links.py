@@ -18,11 +18,9 @@ EXPIRIES = {"": None, "1": 1, "7": 7, "30": 30}  # the form's choices, in days
 
 
 def live_link(session: Any) -> ShareLink | None:
-    now = timezone.now()
-    for link in ShareLink.objects.filter(session=session, revoked_at=None):
-        if link.live(now):
-            return link
-    return None
+    """Its one unrevoked link (share_one_live_link), unless that has expired."""
+    link = ShareLink.objects.filter(session=session, revoked_at=None).first()
+    return link if link is not None and link.live() else None
 
 
 def create(session: Any, *, show_owner: bool, show_tools: bool, days: int | None) -> str:

@@ -118,10 +118,8 @@ def shared(request: HttpRequest, token: str) -> HttpResponse:
 
 
 def _shared_context(link: ShareLink) -> dict[str, Any]:
-    runs = [
-        {**run, "html": render_markdown(run["content"]), "tools": run["tools"] * link.show_tools}
-        for run in link.snapshot.get("runs", [])
-    ]
+    # The snapshot holds the tools only when the owner chose to show them (snapshot.take).
+    runs = [{**run, "html": render_markdown(run["content"])} for run in link.snapshot["runs"]]
     owner = link.owner.get_username() if link.show_owner else ""
     return {"link": link, "runs": runs, "owner": owner, "robots": ROBOTS}
 

@@ -3,6 +3,7 @@ downloaded in each export format with its dataset card."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django import forms
@@ -191,10 +192,7 @@ class DatasetAdmin(admin.ModelAdmin):
         if form.is_valid():
             data = form.cleaned_data
             try:
-                split = data["split"] or None
-                return answer(
-                    dataset, data["format"], split, redact=data["redact"], actor=request.user
-                )
+                return answer(dataset, data["format"], data["split"] or None, redact=data["redact"])
             except export.UnknownFormat as exc:
                 messages.error(request, str(exc))
         else:
@@ -203,7 +201,8 @@ class DatasetAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(display.change_url(Dataset, dataset.pk))
 
     def export_view(self, request: HttpRequest, dataset_id: Any) -> HttpResponse:
-        return self._exported(request, dataset_id, export.response)
+        download = functools.partial(export.response, actor=request.user)  # on the audit log
+        return self._exported(request, dataset_id, download)
 
     def card_view(self, request: HttpRequest, dataset_id: Any) -> HttpResponse:
         return self._exported(request, dataset_id, export.card_response)

@@ -31,10 +31,10 @@ def response(
 
 
 def card_response(
-    dataset: Dataset, fmt: str, split: str | None = None, *, redact: bool = False, actor: Any = None
+    dataset: Dataset, fmt: str, split: str | None = None, *, redact: bool = False
 ) -> HttpResponse:
     """The export's dataset card, with the findings of the checks, as a Markdown attachment.
-    It quotes no one (counts and findings), so taking it is not audited: `actor` is ignored."""
+    It quotes no one (counts and findings): taking it is not audited."""
     chosen = export_format(fmt)
     split = check_split(split)
     text = card(dataset, fmt, split, check(dataset, fmt, split, redact=redact), redact=redact)
